@@ -1,0 +1,298 @@
+"""The standard event types. Names and schema versions are stable: never rename.
+
+Every event carries ``run_id``, ``event_id``, ``caused_by`` (ids of its
+evidence) and ``emitted_by`` (plugin name and version) from ``Event``.
+Large payloads live in the blob store; events hold a ``BlobRef`` to them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import attrs
+
+from evo_events.base import Event, event_type
+from evo_events.upcasters import register_upcaster
+
+__all__ = [
+    "BlobRef",
+    "RunStarted",
+    "RunResumed",
+    "RunFinished",
+    "RolloutCompleted",
+    "StepCompleted",
+    "PolicyUpdated",
+    "EvalCompleted",
+    "FailureDiagnosed",
+    "InterventionProposed",
+    "BacktestPassed",
+    "BacktestFailed",
+    "Promoted",
+    "Rejected",
+    "InterventionReverted",
+    "SkillRegistered",
+    "SkillRetired",
+    "PluginFailed",
+    "SEVERITIES",
+]
+
+SEVERITIES = ("info", "warning", "invalid")
+
+
+@attrs.frozen
+class BlobRef:
+    """A content address in the blob store."""
+
+    digest: str  # sha256 hex of the stored bytes
+    size: int
+    media_type: str = "application/json"
+
+
+# --- run lifecycle -------------------------------------------------------------------------
+
+
+@event_type("evo.RunStarted", version=1)
+@attrs.frozen(kw_only=True)
+class RunStarted(Event):
+    """A run began. ``config`` is the full resolved config; ``config_hash`` its sha256."""
+
+    config: dict[str, Any]
+    config_hash: str
+    seed: int
+    harness_mode: str  # "fixed" | "evolving"
+    code_version: str
+    started_at: str  # ISO-8601 UTC
+    parent_run: Optional[str] = None
+
+
+@event_type("evo.RunResumed", version=1)
+@attrs.frozen(kw_only=True)
+class RunResumed(Event):
+    """A killed run continued from its last committed step."""
+
+    from_step: int
+    resumed_at: str
+
+
+@event_type("evo.RunFinished", version=1)
+@attrs.frozen(kw_only=True)
+class RunFinished(Event):
+    status: str  # "completed" | "failed" | "stopped"
+    step: int
+    summary: dict[str, Any] = attrs.Factory(dict)
+    message: str = ""
+
+
+# --- the policy side ----------------------------------------------------------------------
+
+
+@event_type("evo.RolloutCompleted", version=2)
+@attrs.frozen(kw_only=True)
+class RolloutCompleted(Event):
+    """One sampled completion and its verdicts. ``event_id`` is the rollout id.
+
+    ``reward`` is the training verifier's reward *before* interventions; the
+    trainer's per-step metrics hold the transformed rewards. ``reward`` is None
+    and ``infra_error`` set when grading failed for infrastructure reasons.
+    ``strict_correct`` is the strict oracle's label where the rollout was audited.
+    """
+
+    step: int
+    task_id: str
+    group_id: str
+    policy_version: int
+    reward: Optional[float]
+    correct: Optional[bool] = None
+    strict_correct: Optional[bool] = None
+    split: str = "train"
+    infra_error: Optional[str] = None
+    truncated: bool = False
+    length: int = 0
+    response_preview: str = ""
+    trajectory: Optional[BlobRef] = None
+    signals: dict[str, Any] = attrs.Factory(dict)
+
+
+@register_upcaster("evo.RolloutCompleted", 1)
+def _rollout_v1_to_v2(data: dict) -> dict:
+    # v1 had no split or infra_error and called the strict label "oracle".
+    out = dict(data)
+    out.setdefault("split", "train")
+    out.setdefault("infra_error", None)
+    out["strict_correct"] = out.pop("oracle", None)
+    return out
+
+
+@event_type("evo.StepCompleted", version=1)
+@attrs.frozen(kw_only=True)
+class StepCompleted(Event):
+    step: int
+    policy_version: int
+    harness_version: int
+    metrics: dict[str, Optional[float]]
+
+
+@event_type("evo.PolicyUpdated", version=1)
+@attrs.frozen(kw_only=True)
+class PolicyUpdated(Event):
+    """New weights exist. ``checkpoint`` is the blob of the weights (or adapter)."""
+
+    step: int
+    policy_version: int
+    digest: str
+    checkpoint: Optional[BlobRef] = None
+    adapter: bool = False
+    target: str = "trainer"  # or the rollout server the weights were synced to
+
+
+@event_type("evo.EvalCompleted", version=1)
+@attrs.frozen(kw_only=True)
+class EvalCompleted(Event):
+    """Held-out evaluation. ``item_scores`` (task id -> score) feeds paired bootstraps."""
+
+    step: int
+    policy_version: int
+    split: str
+    n: int
+    metrics: dict[str, Optional[float]]
+    item_scores: dict[str, float] = attrs.Factory(dict)
+    branch: str = "main"
+
+
+# --- the harness side ---------------------------------------------------------------------
+
+
+@event_type("evo.FailureDiagnosed", version=1)
+@attrs.frozen(kw_only=True)
+class FailureDiagnosed(Event):
+    step: int
+    kind: str
+    severity: str  # one of SEVERITIES
+    diagnostic: str
+    diagnostic_version: str
+    evidence: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    stats: dict[str, Any] = attrs.Factory(dict)
+    message: str = ""
+
+
+@event_type("evo.InterventionProposed", version=1)
+@attrs.frozen(kw_only=True)
+class InterventionProposed(Event):
+    """A typed, single-factor, reversible change. ``event_id`` is the proposal id.
+
+    ``kind`` is the family (reward_shaping, rollout_filter, curriculum,
+    hyperparameter, prompt_hint, diagnostic, verifier); ``name`` the
+    intervention plugin; ``targets`` the diagnosis kinds it claims to fix;
+    ``prediction`` its falsifiable claim; ``fingerprint`` identifies the
+    proposal for the do-not-repeat ledger.
+    """
+
+    step: int
+    kind: str
+    name: str
+    params: dict[str, Any]
+    targets: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    prediction: dict[str, Any] = attrs.Factory(dict)
+    rationale: str = ""
+    proposer: str = ""
+    fingerprint: str = ""
+    skill_id: Optional[str] = None
+
+
+@attrs.frozen(kw_only=True)
+class _BacktestResult(Event):
+    proposal_id: str
+    step: int
+    mode: str  # "offline" | "online"
+    figures: dict[str, Any] = attrs.Factory(dict)
+    ci: Optional[tuple[float, float]] = None
+    n: int = 0
+    reasons: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    evidence: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
+@event_type("evo.BacktestPassed", version=1)
+@attrs.frozen(kw_only=True)
+class BacktestPassed(_BacktestResult):
+    pass
+
+
+@event_type("evo.BacktestFailed", version=1)
+@attrs.frozen(kw_only=True)
+class BacktestFailed(_BacktestResult):
+    pass
+
+
+@event_type("evo.Promoted", version=1)
+@attrs.frozen(kw_only=True)
+class Promoted(Event):
+    """A gate promoted a proposal (``subject="intervention"``) or a checkpoint (``"policy"``)."""
+
+    subject: str
+    subject_id: str
+    step: int
+    gate: str
+    harness_version_before: int
+    harness_version_after: int
+    reasons: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    plugin_versions: dict[str, str] = attrs.Factory(dict)
+    skill_id: Optional[str] = None
+    figures: dict[str, Any] = attrs.Factory(dict)
+
+
+@event_type("evo.Rejected", version=1)
+@attrs.frozen(kw_only=True)
+class Rejected(Event):
+    subject: str
+    subject_id: str
+    step: int
+    gate: str
+    harness_version: int
+    reasons: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    fingerprint: Optional[str] = None
+    plugin_versions: dict[str, str] = attrs.Factory(dict)
+    figures: dict[str, Any] = attrs.Factory(dict)
+
+
+@event_type("evo.InterventionReverted", version=1)
+@attrs.frozen(kw_only=True)
+class InterventionReverted(Event):
+    """An active intervention was switched off; the harness version moves on."""
+
+    proposal_id: str
+    step: int
+    harness_version_before: int
+    harness_version_after: int
+    reason: str = ""
+
+
+@event_type("evo.SkillRegistered", version=1)
+@attrs.frozen(kw_only=True)
+class SkillRegistered(Event):
+    """A reusable bundle: diagnostic, intervention, preconditions, expected effect, provenance."""
+
+    skill_id: str
+    name: str
+    bundle: dict[str, Any]
+    provenance: dict[str, Any] = attrs.Factory(dict)
+    source_run: Optional[str] = None
+
+
+@event_type("evo.SkillRetired", version=1)
+@attrs.frozen(kw_only=True)
+class SkillRetired(Event):
+    skill_id: str
+    reason: str
+    step: int = 0
+    evidence: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
+@event_type("evo.PluginFailed", version=1)
+@attrs.frozen(kw_only=True)
+class PluginFailed(Event):
+    plugin: str
+    hook: str
+    error_type: str
+    message: str
+    required: bool = False
+    step: Optional[int] = None

@@ -1,0 +1,124 @@
+"""Content-addressed blob store: sha256, write-once, verified on every read."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Optional, Protocol
+
+from evo_events import BlobRef
+
+
+class BlobError(RuntimeError):
+    """A blob is missing or its bytes no longer match their digest."""
+
+
+class BlobStore(Protocol):
+    def put(self, data: bytes, media_type: str = "application/octet-stream") -> BlobRef: ...
+
+    def get(self, ref: BlobRef | str) -> bytes: ...
+
+    def exists(self, digest: str) -> bool: ...
+
+    def check(self, digest: str) -> Optional[str]:
+        """None if the blob is present and intact, else what is wrong."""
+        ...
+
+
+def _digest(ref: BlobRef | str) -> str:
+    return ref.digest if isinstance(ref, BlobRef) else ref
+
+
+def put_json(blobs: BlobStore, obj: Any) -> BlobRef:
+    data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return blobs.put(data, "application/json")
+
+
+def get_json(blobs: BlobStore, ref: BlobRef | str) -> Any:
+    return json.loads(blobs.get(ref))
+
+
+class MemoryBlobStore:
+    def __init__(self) -> None:
+        self._data: dict[str, bytes] = {}
+
+    def put(self, data: bytes, media_type: str = "application/octet-stream") -> BlobRef:
+        d = hashlib.sha256(data).hexdigest()
+        self._data.setdefault(d, bytes(data))
+        return BlobRef(d, len(data), media_type)
+
+    def get(self, ref: BlobRef | str) -> bytes:
+        d = _digest(ref)
+        if d not in self._data:
+            raise BlobError(f"blob {d[:12]}… is missing")
+        data = self._data[d]
+        if hashlib.sha256(data).hexdigest() != d:
+            raise BlobError(f"blob {d[:12]}… is corrupted: its bytes do not match its digest")
+        return data
+
+    def exists(self, digest: str) -> bool:
+        return digest in self._data
+
+    def check(self, digest: str) -> Optional[str]:
+        try:
+            self.get(digest)
+        except BlobError as exc:
+            return str(exc)
+        return None
+
+
+class FileBlobStore:
+    """Blobs as files ``root/ab/cdef…``; written to a temp file then renamed, so a
+    crash never leaves a half-written blob under its final name."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, digest: str) -> Path:
+        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+            raise BlobError(f"{digest!r} is not a sha256 digest")
+        return self.root / digest[:2] / digest[2:]
+
+    def put(self, data: bytes, media_type: str = "application/octet-stream") -> BlobRef:
+        d = hashlib.sha256(data).hexdigest()
+        path = self._path(d)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(tmp, 0o444)
+                os.replace(tmp, path)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
+        return BlobRef(d, len(data), media_type)
+
+    def get(self, ref: BlobRef | str) -> bytes:
+        d = _digest(ref)
+        path = self._path(d)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise BlobError(f"blob {d[:12]}… is missing from {self.root}") from None
+        if hashlib.sha256(data).hexdigest() != d:
+            raise BlobError(f"blob {d[:12]}… is corrupted: its bytes do not match its digest")
+        return data
+
+    def exists(self, digest: str) -> bool:
+        return self._path(digest).exists()
+
+    def check(self, digest: str) -> Optional[str]:
+        try:
+            self.get(digest)
+        except BlobError as exc:
+            return str(exc)
+        return None

@@ -1,0 +1,149 @@
+"""Generated run logs for tests and benchmarks.
+
+The log has the shape a real run produces: per step a batch of
+``RolloutCompleted`` (with hedging that grows, so diagnostics have something to
+find), a ``StepCompleted``, a ``PolicyUpdated``; periodic ``EvalCompleted``; and
+every ``decision_every`` steps a diagnosis → proposal → backtest → promotion chain
+(or a rejection). Deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from typing import Iterator, Optional
+
+from evo_events import (
+    BacktestFailed,
+    BacktestPassed,
+    EvalCompleted,
+    Event,
+    FailureDiagnosed,
+    InterventionProposed,
+    PolicyUpdated,
+    Promoted,
+    Rejected,
+    RolloutCompleted,
+    RunFinished,
+    RunStarted,
+    SkillRegistered,
+    StepCompleted,
+)
+
+DEFAULT_CONFIG = {
+    "run": {"name": "synthetic", "steps": 0},
+    "harness": {
+        "mode": "evolving",
+        "diagnostics": {"answer_hedging": {"max_rate": 0.15}, "reward_oracle_gap": {"max_gap": 0.2}},
+        "gates": {"policy": {"metric": "heldout_strict_accuracy"}},
+    },
+}
+
+
+def _rid(rng: random.Random) -> str:
+    return "%032x" % rng.getrandbits(128)
+
+
+def iter_run_batches(
+    run_id: str,
+    *,
+    steps: int,
+    rollouts_per_step: int,
+    seed: int = 0,
+    decision_every: int = 5,
+    eval_every: int = 5,
+    heldout_n: int = 50,
+    trajectories: bool = False,
+    blobs=None,
+) -> Iterator[list[Event]]:
+    """Yield the run's events one step-batch at a time (what the trainer appends)."""
+    rng = random.Random(seed)
+    cfg = json.loads(json.dumps(DEFAULT_CONFIG))
+    cfg["run"]["steps"] = steps
+    cfg_hash = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()
+    yield [RunStarted(run_id=run_id, event_id=_rid(rng), config=cfg, config_hash=cfg_hash, seed=seed,
+                      harness_mode="evolving", code_version="synthetic", started_at="2026-01-01T00:00:00Z")]
+    harness_version = 0
+    for step in range(1, steps + 1):
+        hedge_p = min(0.9, 0.05 + 0.8 * step / max(steps, 1))
+        batch: list[Event] = []
+        for i in range(rollouts_per_step):
+            hedged = rng.random() < hedge_p
+            strict = (not hedged) and rng.random() < 0.6
+            reward = 1.0 if (strict or (hedged and rng.random() < 0.8)) else 0.0
+            n_answers = rng.choice((2, 3)) if hedged else 1
+            traj = None
+            if trajectories and blobs is not None:
+                traj = blobs.put(json.dumps({"prompt": f"{i}+{step}=", "response": "x"}).encode(), "application/json")
+            batch.append(RolloutCompleted(
+                run_id=run_id, event_id=_rid(rng), step=step, task_id=f"t{rng.randrange(5000)}",
+                group_id=f"s{step}g{i // 8}", policy_version=step - 1, reward=reward, correct=reward > 0,
+                strict_correct=strict if i % 4 == 0 else None, length=3 + n_answers * 3,
+                response_preview=" ".join(str(rng.randrange(200)) for _ in range(n_answers)),
+                trajectory=traj,
+                signals={"answer_count": n_answers, "hedged": hedged, "extraction": "lenient", "entropy": round(rng.uniform(0.2, 1.5), 4)},
+            ))
+        rewards = [e.reward for e in batch]  # type: ignore[attr-defined]
+        mean = sum(rewards) / len(rewards)
+        batch.append(StepCompleted(run_id=run_id, event_id=_rid(rng), step=step, policy_version=step,
+                                   harness_version=harness_version,
+                                   metrics={"reward_mean": mean, "hedge_rate": hedge_p, "loss": rng.uniform(-0.1, 0.1)}))
+        digest = hashlib.sha256(f"{run_id}:{step}".encode()).hexdigest()
+        batch.append(PolicyUpdated(run_id=run_id, event_id=_rid(rng), step=step, policy_version=step, digest=digest))
+        if step % eval_every == 0:
+            items = {f"h{j}": float(rng.random() < 0.6 - 0.2 * hedge_p) for j in range(heldout_n)}
+            batch.append(EvalCompleted(run_id=run_id, event_id=_rid(rng), step=step, policy_version=step, split="heldout",
+                                       n=heldout_n, metrics={"strict_accuracy": sum(items.values()) / heldout_n},
+                                       item_scores=items))
+        if step % decision_every == 0:
+            evidence = tuple(e.event_id for e in batch[:8])
+            diag = FailureDiagnosed(run_id=run_id, event_id=_rid(rng), step=step, kind="answer_hedging",
+                                    severity="invalid" if hedge_p > 0.3 else "warning", diagnostic="answer_hedging",
+                                    diagnostic_version="1", evidence=evidence, caused_by=evidence,
+                                    stats={"rate": hedge_p, "threshold": 0.15})
+            params = {"penalty": round(0.5 + 0.1 * (step // decision_every), 3)}
+            fp = hashlib.sha256(json.dumps(["reward_shaping", "multi_answer_penalty", params], sort_keys=True).encode()).hexdigest()
+            prop = InterventionProposed(run_id=run_id, event_id=_rid(rng), step=step, kind="reward_shaping",
+                                        name="multi_answer_penalty", params=params, targets=("answer_hedging",),
+                                        prediction={"diagnosis_rate_falls": "answer_hedging", "guard_metric": "heldout_strict_accuracy"},
+                                        rationale="hedged answers are paid by the lenient verifier", proposer="rules",
+                                        fingerprint=fp, caused_by=(diag.event_id,))
+            passed = (step // decision_every) % 2 == 1
+            cls = BacktestPassed if passed else BacktestFailed
+            bt = cls(run_id=run_id, event_id=_rid(rng), proposal_id=prop.event_id, step=step, mode="offline",
+                     figures={"precision": 0.9 if passed else 0.4, "recall": 0.8}, ci=(0.01, 0.09) if passed else (-0.05, 0.02),
+                     n=200, evidence=evidence, caused_by=(prop.event_id,))
+            batch += [diag, prop, bt]
+            if passed:
+                skill_id = f"skill-{prop.event_id[:12]}"
+                batch.append(SkillRegistered(run_id=run_id, event_id=_rid(rng), skill_id=skill_id, name="multi_answer_penalty",
+                                             bundle={"intervention": {"kind": "reward_shaping", "name": "multi_answer_penalty", "params": params},
+                                                     "preconditions": {"diagnosis": "answer_hedging"}},
+                                             provenance={"proposal": prop.event_id}, source_run=run_id, caused_by=(prop.event_id,)))
+                batch.append(Promoted(run_id=run_id, event_id=_rid(rng), subject="intervention", subject_id=prop.event_id,
+                                      step=step, gate="statistical", harness_version_before=harness_version,
+                                      harness_version_after=harness_version + 1, reasons=("ci excludes zero",),
+                                      plugin_versions={"rules": "1", "answer_hedging": "1"}, skill_id=skill_id,
+                                      caused_by=(bt.event_id,)))
+                harness_version += 1
+            else:
+                batch.append(Rejected(run_id=run_id, event_id=_rid(rng), subject="intervention", subject_id=prop.event_id,
+                                      step=step, gate="statistical", harness_version=harness_version,
+                                      reasons=("ci includes zero",), fingerprint=fp, caused_by=(bt.event_id,)))
+        yield batch
+    yield [RunFinished(run_id=run_id, event_id=_rid(rng), status="completed", step=steps)]
+
+
+def generate_run(store, *, run_id: Optional[str] = None, steps: int = 20, rollouts_per_step: int = 32, seed: int = 0, **kw) -> str:
+    """Write a generated run into ``store`` (one append per step batch) and return its id."""
+    from evo_core.store import run_stream
+
+    run_id = run_id or f"synthetic-{seed}"
+    stream = run_stream(run_id)
+    version = store.stream_version(stream)
+    for batch in iter_run_batches(run_id, steps=steps, rollouts_per_step=rollouts_per_step, seed=seed,
+                                  blobs=store.blobs, **kw):
+        store.append(stream, batch, expected_version=version)
+        version += len(batch)
+    return run_id

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Create (or reuse) .venv and install EvoTrainer with its domains and test tools.
+# torch==2.13.0 goes in first so that pip never pulls a CUDA build on a CPU machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+VPY=.venv/bin/python
+stamp=.venv/.evo-installed
+want=$(cat pyproject.toml domains/*/pyproject.toml examples/*/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ "${EVO_REINSTALL:-0}" != "1" ]; then
+  exit 0
+fi
+"$VPY" -m pip install -q --upgrade pip
+"$VPY" -m pip install -q "torch==2.13.0"
+extras="postgres,sinks,parquet,test"
+"$VPY" -m pip install -q -e ".[${extras}]"
+for d in domains/*/ examples/*/; do
+  [ -f "$d/pyproject.toml" ] && "$VPY" -m pip install -q -e "$d"
+done
+echo "$want" > "$stamp"
