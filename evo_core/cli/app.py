@@ -27,7 +27,8 @@ err = Console(stderr=True)
 COMMAND_MODULES = (
     "evo_core.cli.store_cmds",  # runs, log, checkout, diff, verify
     "evo_core.cli.plugin_cmds",  # plugins, plugin new
-    "evo_core.cli.run_cmds",  # run, serve
+    "evo_core.cli.run_cmds",  # run
+    "evo_core.cli.serve_cmds",  # serve
     "evo_core.cli.grade_cmds",  # grade math|code|swe
     "evo_core.cli.harness_cmds",  # skills
     "evo_core.cli.audit_cmds",  # audit, replay, report, tail
