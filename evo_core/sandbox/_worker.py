@@ -1,0 +1,526 @@
+"""A warm sandbox worker. Standard library only: it runs as ``python -I -S _worker.py``.
+
+Why a separate clean interpreter: the training process has torch (threads, CUDA, GBs of
+mappings) loaded; forking *that* per program is slow and unsafe. This worker is started
+once, pre-imports the modules programs usually need, and then forks one child per job.
+A ``code`` job runs in the forked child directly (no new interpreter: that is where the
+speed-up comes from); an ``argv`` job ``exec``s.
+
+Isolation of each child, in order:
+- own session and process group; parent-death signal;
+- network: the worker moved itself into a fresh, empty network namespace at start-up
+  (loopback down, no routes). ``network=True`` jobs ``setns`` back to the host namespace;
+- mount namespace per job: fresh tmpfs over /tmp, /var/tmp, /dev/shm and over any
+  ``hide_paths``, so nothing outside the job directory is writable or those paths visible;
+- rlimits: CPU, address space, file size, open files, processes, no core dumps;
+- no-new-privileges, then every uid/gid dropped to this worker's *own* unprivileged uid
+  (RLIMIT_NPROC is ignored for root, and a per-worker uid makes the process count exact
+  and lets us kill every leftover process of a job with ``kill(-1)`` as that uid).
+
+Protocol on stdin/stdout: 4-byte big-endian length + JSON. The first message the worker
+writes is ``{"ready": true, "isolation": {...}}``; then one result per job.
+"""
+
+import ctypes
+import errno
+import fcntl
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import time
+
+# Modules programs commonly import; loading them once here makes every child start warm.
+_PRELOAD = (
+    "math collections itertools functools heapq bisect re string random decimal fractions "
+    "typing dataclasses copy operator array statistics io traceback json enum abc numbers"
+).split()
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+UID_BASE, UID_SPAN = 231000, 4000
+OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory")
+PRIVATE_TMPS = ("/tmp", "/var/tmp", "/dev/shm")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret, what):
+    if ret != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+
+def _mount(src, target, fstype, flags, data=None):
+    _check(
+        _libc.mount(
+            src.encode() if src else None,
+            target.encode(),
+            fstype.encode() if fstype else None,
+            ctypes.c_ulong(flags),
+            data.encode() if data else None,
+        ),
+        "mount %s" % target,
+    )
+
+
+def read_msg(fd):
+    hdr = _read_exact(fd, 4)
+    if hdr is None:
+        return None
+    (n,) = struct.unpack(">I", hdr)
+    body = _read_exact(fd, n)
+    return None if body is None else json.loads(body)
+
+
+def _read_exact(fd, n):
+    chunks, got = [], 0
+    while got < n:
+        b = os.read(fd, n - got)
+        if not b:
+            return None
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+def write_msg(fd, obj):
+    data = json.dumps(obj).encode()
+    data = struct.pack(">I", len(data)) + data
+    while data:
+        data = data[os.write(fd, data):]
+
+
+class Worker:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.isolation = {"warnings": []}
+        self.host_net_fd = None
+        self._lock_fd = None
+        self.uid = self._claim_uid()
+        self.gid = self.uid
+        self.root = os.path.join(cfg.get("root", "/tmp/evo-sandbox"), "w%d" % self.uid)
+        os.makedirs(self.root, exist_ok=True)
+        os.chmod(os.path.dirname(self.root), 0o711)
+        os.chmod(self.root, 0o711)
+        self.counter = 0
+        self._setup()
+
+    # -- start-up ------------------------------------------------------------------------
+    def _claim_uid(self):
+        """A uid no other live worker on this host uses (flock-ed, released when we die)."""
+        lock_dir = self.cfg.get("lock_dir", "/tmp/evo-sandbox-uids")
+        os.makedirs(lock_dir, mode=0o700, exist_ok=True)
+        start = self.cfg.get("uid_hint", os.getpid()) % UID_SPAN
+        for i in range(UID_SPAN):
+            uid = UID_BASE + (start + i) % UID_SPAN
+            fd = os.open(os.path.join(lock_dir, "%d.lock" % uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            self._lock_fd = fd
+            return uid
+        raise RuntimeError("no free sandbox uid")
+
+    def _setup(self):
+        iso = self.isolation
+        iso["uid"] = self.uid
+        if os.geteuid() != 0:
+            iso["warnings"].append("not root: cannot drop to a sandbox uid; process limit and kill-all are degraded")
+        try:
+            _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(SUBREAPER)")
+            iso["subreaper"] = True
+        except OSError as exc:
+            iso["subreaper"] = False
+            iso["warnings"].append("no child subreaper (%s): orphans are reaped by init" % exc)
+        if self.cfg.get("netns", True):
+            try:
+                self.host_net_fd = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+                _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+                iso["network"] = "namespace"
+            except OSError as exc:
+                iso["network"] = "host"
+                iso["warnings"].append("network isolation DEGRADED: %s; programs can reach the network" % exc)
+        else:
+            iso["network"] = "host"
+        iso["mounts"] = "per-job" if self.cfg.get("mountns", True) else "host"
+        for name in _PRELOAD:
+            try:
+                __import__(name)
+            except Exception:
+                pass
+
+    # -- one job -------------------------------------------------------------------------
+    def run(self, job):
+        t0 = time.monotonic()
+        lim = job["limits"]
+        self.counter += 1
+        own_dir = job.get("workdir") is None
+        if own_dir:
+            workdir = os.path.join(self.root, "job%d" % self.counter)
+            os.mkdir(workdir, 0o700)
+        else:
+            workdir = os.path.realpath(job["workdir"])
+            if not os.path.isdir(workdir):
+                return {"infra_error": "workdir does not exist: %s" % workdir}
+            owner = os.stat(workdir)
+        try:
+            for rel, content in job.get("files", {}).items():
+                path = os.path.join(workdir, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                data = content["text"].encode() if "text" in content else _b64(content["b64"])
+                with open(path, "wb") as f:
+                    f.write(data)
+            _chown_tree(workdir, self.uid, self.gid)
+            res = self._spawn(job, lim, workdir, t0)
+            collected = {}
+            for rel in job.get("collect", ()):
+                path = os.path.join(workdir, rel)
+                try:
+                    if os.path.islink(path):
+                        continue  # never follow a link the program planted
+                    with open(path, "rb") as f:
+                        collected[rel] = f.read(lim["output_bytes"]).decode("utf-8", "replace")
+                except OSError:
+                    pass
+            res["files"] = collected
+            return res
+        finally:
+            if own_dir:
+                shutil.rmtree(workdir, ignore_errors=True)
+            else:
+                _chown_tree(workdir, owner.st_uid, owner.st_gid)
+
+    def _spawn(self, job, lim, workdir, t0):
+        stdin = job.get("stdin") or {"text": ""}
+        stdin_data = stdin["text"].encode() if "text" in stdin else _b64(stdin["b64"])
+        in_fd = os.memfd_create("stdin", 0)
+        _write_all(in_fd, stdin_data)
+        os.lseek(in_fd, 0, os.SEEK_SET)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        st_r, st_w = os.pipe2(os.O_CLOEXEC)  # setup errors; closes on exec / before user code
+        pid = os.fork()
+        if pid == 0:  # child: never returns
+            os.close(out_r), os.close(err_r), os.close(st_r)
+            self._child(job, lim, workdir, in_fd, out_w, err_w, st_w)
+        for fd in (in_fd, out_w, err_w, st_w):
+            os.close(fd)
+        return self._supervise(pid, lim, out_r, err_r, st_r, t0)
+
+    def _child(self, job, lim, workdir, in_fd, out_w, err_w, st_w):
+        try:
+            os.setsid()
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if lim.get("network") and self.host_net_fd is not None:
+                _check(_libc.setns(self.host_net_fd, CLONE_NEWNET), "setns(host net)")
+            os.chdir(workdir)
+            if self.cfg.get("mountns", True) and os.geteuid() == 0:
+                self._private_mounts(workdir, job.get("hide_paths", ()))
+            if job.get("cwd"):
+                os.chdir(job["cwd"])
+            os.dup2(in_fd, 0)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            keep = st_w
+            os.closerange(3, keep)
+            os.closerange(keep + 1, 65536)
+            self._rlimits(lim)
+            _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setresgid(self.gid, self.gid, self.gid)
+                os.setresuid(self.uid, self.uid, self.uid)
+            env = {
+                "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
+                "HOME": "/tmp",
+                "TMPDIR": "/tmp",
+                "LANG": "C.UTF-8",
+                "LC_ALL": "C.UTF-8",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONIOENCODING": "utf-8",
+            }
+            env.update(job.get("env") or {})
+        except BaseException as exc:  # setup failed: an infrastructure error, not the program's
+            try:
+                os.write(st_w, ("sandbox setup failed: %r" % (exc,)).encode())
+            finally:
+                os._exit(126)
+        if job.get("argv"):
+            argv = job["argv"]
+            try:
+                os.execvpe(argv[0], argv, env)
+            except OSError as exc:
+                os.write(st_w, ("cannot execute %r: %s" % (argv[0], exc.strerror)).encode())
+                os._exit(127)
+        os.close(st_w)
+        _exec_python(job["code"], env)
+
+    def _private_mounts(self, workdir, hide_paths):
+        _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        keep = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)  # survives being mounted over
+        covered = False
+        for path in (*PRIVATE_TMPS, *hide_paths):
+            if not os.path.isdir(path):
+                continue
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
+            if workdir == path or workdir.startswith(path.rstrip("/") + "/"):
+                covered = True
+        if covered:  # re-expose the job directory at its own path inside the new tmpfs
+            os.makedirs(workdir, exist_ok=True)
+            _mount("/proc/self/fd/%d" % keep, workdir, None, MS_BIND | MS_REC)
+        os.close(keep)
+        os.chdir(workdir)
+
+    def _rlimits(self, lim):
+        cpu = lim.get("cpu_seconds") or float(int(-(-lim["wall_seconds"] // 1)))
+        cpu = max(1, int(-(-cpu // 1)))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if lim.get("memory_mb"):
+            b = int(lim["memory_mb"]) << 20
+            resource.setrlimit(resource.RLIMIT_AS, (b, b))
+        if lim.get("file_size_mb"):
+            b = int(lim["file_size_mb"]) << 20
+            resource.setrlimit(resource.RLIMIT_FSIZE, (b, b))
+        if lim.get("open_files"):
+            n = int(lim["open_files"])
+            resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+        if lim.get("processes"):
+            n = int(lim["processes"])
+            resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+
+    def _supervise(self, pid, lim, out_r, err_r, st_r, t0):
+        cap = int(lim["output_bytes"])
+        deadline = t0 + float(lim["wall_seconds"])
+        bufs = {out_r: bytearray(), err_r: bytearray()}
+        trunc = {out_r: False, err_r: False}
+        pidfd = os.pidfd_open(pid)
+        open_fds = {out_r, err_r}
+        exited = timed_out = False
+        setup_err = b""
+        st_open = True
+
+        def pump(fd):
+            try:
+                b = os.read(fd, 65536)
+            except OSError:
+                b = b""
+            if not b:
+                open_fds.discard(fd)
+                return
+            room = cap - len(bufs[fd])
+            if room > 0:
+                bufs[fd] += b[:room]
+            if len(b) > room:
+                trunc[fd] = True  # keep draining so the program never blocks on a full pipe
+
+        while not exited:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            rl = list(open_fds) + [pidfd] + ([st_r] if st_open else [])
+            ready, _, _ = select.select(rl, [], [], left)
+            for fd in ready:
+                if fd == pidfd:
+                    exited = True
+                elif fd == st_r:
+                    chunk = os.read(st_r, 4096)
+                    setup_err += chunk
+                    st_open = bool(chunk)
+                else:
+                    pump(fd)
+        # Kill the job's whole process group, then everything else its uid still runs
+        # (daemonised grandchildren that left the group), then reap.
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self._kill_uid()
+        _, status, ru = os.wait4(pid, 0)
+        os.close(pidfd)
+        _reap_orphans()
+        end = time.monotonic() + 2.0
+        while open_fds and time.monotonic() < end:  # what is still buffered in the pipes
+            ready, _, _ = select.select(list(open_fds), [], [], max(0.0, end - time.monotonic()))
+            for fd in ready:
+                pump(fd)
+        if st_open:
+            try:
+                os.set_blocking(st_r, False)
+                setup_err += os.read(st_r, 4096)
+            except OSError:
+                pass
+        for fd in (out_r, err_r, st_r):
+            os.close(fd)
+        wall = time.monotonic() - t0
+        stdout = bytes(bufs[out_r]).decode("utf-8", "replace")
+        stderr = bytes(bufs[err_r]).decode("utf-8", "replace")
+        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        cpu = ru.ru_utime + ru.ru_stime
+        cpu_limit = lim.get("cpu_seconds") or lim["wall_seconds"]
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and not timed_out and cpu >= int(-(-cpu_limit // 1))):
+            timed_out = True
+        tail = stderr[-2000:]
+        oom = (not timed_out) and (exit_code != 0) and any(m in tail for m in OOM_MARKERS)
+        infra = setup_err.decode("utf-8", "replace") or None
+        return {
+            "stdout": stdout,
+            "stderr": stderr,
+            "exit_code": exit_code,
+            "signal": sig,
+            "timed_out": timed_out,
+            "oom": oom,
+            "wall_time": wall,
+            "cpu_time": cpu,
+            "stdout_truncated": trunc[out_r],
+            "stderr_truncated": trunc[err_r],
+            "infra_error": infra,
+        }
+
+    def _kill_uid(self):
+        """``kill(-1, SIGKILL)`` from a helper running as the job's uid: signals every
+        process of that uid (the helper excepted), which catches daemonised leftovers."""
+        if os.geteuid() != 0:
+            return
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setresgid(self.gid, self.gid, self.gid)
+                os.setresuid(self.uid, self.uid, self.uid)
+                for _ in range(1000):  # a fork bomb may race us; repeat until nothing is left
+                    try:
+                        os.kill(-1, signal.SIGKILL)
+                    except ProcessLookupError:
+                        break
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+
+
+def _exec_python(code, env):
+    """Run ``code`` as ``__main__`` in this (forked, already confined) process."""
+    import builtins
+    import io
+    import types
+
+    os.environ.clear()
+    os.environ.update(env)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace", write_through=False)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    sys.argv = ["solution.py"]
+    sys.path[:0] = [os.getcwd()]
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    main.__file__ = "solution.py"
+    sys.modules["__main__"] = main
+    code_rc = 0
+    try:
+        exec(compile(code, "solution.py", "exec"), main.__dict__)
+    except SystemExit as exc:
+        c = exc.code
+        if c is None:
+            code_rc = 0
+        elif isinstance(c, int):
+            code_rc = c & 0xFF
+        else:
+            try:
+                sys.stderr.write(str(c) + "\n")
+            except Exception:
+                pass
+            code_rc = 1
+    except BaseException:
+        import traceback
+
+        try:
+            traceback.print_exc()
+        except BaseException:
+            os.write(2, b"MemoryError\n")
+        code_rc = 1
+    try:
+        sys.stdout.flush()
+    except BaseException:
+        pass
+    try:
+        sys.stderr.flush()
+    except BaseException:
+        pass
+    os._exit(code_rc)
+
+
+def _chown_tree(top, uid, gid):
+    os.chown(top, uid, gid)
+    for root, dirs, files in os.walk(top):
+        for n in dirs + files:
+            try:
+                os.chown(os.path.join(root, n), uid, gid, follow_symlinks=False)
+            except OSError:
+                pass
+
+
+def _reap_orphans():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _b64(s):
+    import base64
+
+    return base64.b64decode(s)
+
+
+def main():
+    cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    # Nothing we print by accident may corrupt the protocol stream.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.set_inheritable(proto_in, False)
+    os.set_inheritable(proto_out, False)
+    try:
+        w = Worker(cfg)
+    except BaseException as exc:
+        write_msg(proto_out, {"ready": False, "error": repr(exc)})
+        return
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    write_msg(proto_out, {"ready": True, "isolation": w.isolation, "pid": os.getpid()})
+    while True:
+        job = read_msg(proto_in)
+        if job is None:
+            return
+        try:
+            res = w.run(job)
+        except BaseException as exc:
+            res = {"infra_error": "worker error: %r" % (exc,)}
+        res["isolation"] = w.isolation
+        write_msg(proto_out, res)
+
+
+if __name__ == "__main__":
+    main()
