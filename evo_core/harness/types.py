@@ -1,0 +1,139 @@
+"""Typed values that pass between the engine and its plugins.
+
+Plugins (proposers, backtesters, gates, interventions) receive these and return these;
+they never touch the store. The engine turns them into events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Mapping, Optional, Sequence
+
+import attrs
+
+from evo_core.api import Window
+from evo_core.harness.config import HarnessConfig
+from evo_core.state import HarnessState
+from evo_events import EvalCompleted, FailureDiagnosed, RolloutCompleted
+
+INTERVENTION_KINDS = (
+    "reward_shaping", "rollout_filter", "curriculum", "hyperparameter", "prompt_hint", "diagnostic", "verifier",
+)
+
+
+def fingerprint(kind: str, name: str, params: Mapping[str, Any]) -> str:
+    """Identity of a proposal for the do-not-repeat ledger: same change, same fingerprint."""
+    blob = json.dumps([kind, name, params], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@attrs.frozen(kw_only=True)
+class Proposal:
+    """A typed, single-factor, reversible change a proposer suggests."""
+
+    kind: str  # one of INTERVENTION_KINDS
+    name: str  # the intervention plugin's name ("diagnostic" kind: "diagnostic_revision")
+    params: Mapping[str, Any] = attrs.Factory(dict)
+    targets: tuple[str, ...] = attrs.field(default=(), converter=tuple)  # diagnosis kinds it claims to fix
+    prediction: Mapping[str, Any] = attrs.Factory(dict)  # falsifiable: which rate falls, which metric holds
+    rationale: str = ""
+    proposer: str = ""
+    skill_id: Optional[str] = None
+    evidence: tuple[str, ...] = attrs.field(default=(), converter=tuple)  # FailureDiagnosed ids
+
+    def __attrs_post_init__(self) -> None:
+        if self.kind not in INTERVENTION_KINDS:
+            raise ValueError(f"proposal kind {self.kind!r} is not one of {', '.join(INTERVENTION_KINDS)}")
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.kind, self.name, dict(self.params))
+
+
+@attrs.frozen(kw_only=True)
+class ProposalContext:
+    """What a proposer sees: the current diagnoses, the state and the evidence window."""
+
+    run_id: str
+    step: int
+    diagnoses: Sequence[FailureDiagnosed]
+    state: HarnessState
+    window: Window
+    config: HarnessConfig
+    interventions: Mapping[str, Any]  # name -> intervention object (the installed catalogue)
+    diagnostics: Mapping[str, Any]  # name -> diagnostic object
+    skills: Mapping[str, Any] = attrs.Factory(dict)  # skill_id -> Skill usable now (own + imported)
+
+
+@attrs.frozen(kw_only=True)
+class BacktestContext:
+    run_id: str
+    step: int
+    state: HarnessState
+    window: Window  # the evidence window (history to replay)
+    config: HarnessConfig
+    interventions: Mapping[str, Any]
+    diagnostics: Mapping[str, Any]
+    diagnoses: Sequence[FailureDiagnosed] = ()
+    session: Optional[Any] = None  # a TrainingSession for the online fork, when offered
+    seed: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class BacktestOutcome:
+    """One backtester's verdict. ``passed=None`` means "no decision possible" (too little data)."""
+
+    backtester: str
+    mode: str  # "offline" | "online"
+    passed: Optional[bool]
+    figures: Mapping[str, Any] = attrs.Factory(dict)
+    ci: Optional[tuple[float, float]] = None
+    n: int = 0
+    reasons: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    evidence: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    version: str = "1"
+
+
+@attrs.frozen(kw_only=True)
+class Candidate:
+    """What a gate decides on: an intervention proposal, or a policy checkpoint."""
+
+    subject: str  # "intervention" | "policy"
+    subject_id: str  # proposal id or str(policy_version)
+    step: int
+    proposal: Optional[Proposal] = None
+    backtests: Sequence[BacktestOutcome] = ()
+    eval: Optional[EvalCompleted] = None  # the candidate checkpoint's held-out eval
+    main_eval: Optional[EvalCompleted] = None  # the main line's held-out eval
+    train_reward: Optional[float] = None  # candidate's recent training reward
+    main_train_reward: Optional[float] = None
+    rollouts: Sequence[RolloutCompleted] = ()  # the candidate's recent evidence
+
+
+@attrs.frozen(kw_only=True)
+class GateContext:
+    run_id: str
+    step: int
+    state: HarnessState
+    config: HarnessConfig
+    diagnoses: Sequence[FailureDiagnosed]  # the active diagnoses (latest pass)
+
+
+@attrs.frozen(kw_only=True)
+class GateDecision:
+    gate: str
+    passed: bool
+    veto: bool = False  # a validity veto: blocks regardless of every other gate
+    reasons: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    figures: Mapping[str, Any] = attrs.Factory(dict)
+    version: str = "1"
+    abstain: bool = False  # this gate has nothing to say about the candidate
+
+
+class ProposalRejection:
+    """What a proposer returns instead of a proposal it could not form (e.g. an LLM's
+    malformed answer). The engine records it as ``Rejected(subject="proposal")``."""
+
+    def __init__(self, proposer: str, reason: str, raw: str = "") -> None:
+        self.proposer, self.reason, self.raw = proposer, reason, raw[:2000]
