@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Protocol, Sequence
+from typing import Collection, Iterator, Optional, Protocol, Sequence
 
-from evo_core.store.records import NewRecord, StoredEvent
+from evo_core.store.records import AppendResult, EncodedBatch, NewRecord, StoredEvent
 
 
 class Backend(Protocol):
@@ -18,7 +18,14 @@ class Backend(Protocol):
 
     def append(self, stream: str, records: Sequence[NewRecord], expected_version: int) -> list[StoredEvent]: ...
 
-    def read_stream(self, stream: str, from_version: int = 1, to_version: Optional[int] = None) -> Iterator[StoredEvent]: ...
+    def append_batch(self, batch: EncodedBatch) -> AppendResult:
+        """The facade's hot path: the same as ``append``, from parallel lists."""
+        ...
+
+    def read_stream(self, stream: str, from_version: int = 1, to_version: Optional[int] = None,
+                    types: Optional[Collection[str]] = None) -> Iterator[StoredEvent]:
+        """Records in version order; with ``types``, only records of those type names."""
+        ...
 
     def read_all(self, after_position: int = 0, limit: Optional[int] = None) -> Iterator[StoredEvent]: ...
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator, Optional, Sequence
+from typing import Collection, Iterator, Optional, Sequence
 
 from evo_events import GENESIS
-from evo_core.store.records import ConcurrencyConflict, NewRecord, StoredEvent
+from evo_core.store.records import AppendResult, ConcurrencyConflict, EncodedBatch, NewRecord, StoredEvent
 
 
 class MemoryBackend:
@@ -35,10 +35,18 @@ class MemoryBackend:
             current.extend(out)
             return out
 
-    def read_stream(self, stream: str, from_version: int = 1, to_version: Optional[int] = None) -> Iterator[StoredEvent]:
+    def append_batch(self, batch: EncodedBatch) -> AppendResult:
+        stored = self.append(batch.stream, batch.records(), batch.expected_version)
+        return AppendResult(batch, [r.position for r in stored], stored[0].recorded_at if stored else 0.0)
+
+    def read_stream(self, stream: str, from_version: int = 1, to_version: Optional[int] = None,
+                    types: Optional[Collection[str]] = None) -> Iterator[StoredEvent]:
         rows = self._streams.get(stream, [])
         end = len(rows) if to_version is None else min(to_version, len(rows))
-        return iter(rows[max(from_version, 1) - 1 : end])
+        sel = rows[max(from_version, 1) - 1 : end]
+        if types is not None:
+            return (r for r in sel if r.type in types)
+        return iter(sel)
 
     def read_all(self, after_position: int = 0, limit: Optional[int] = None) -> Iterator[StoredEvent]:
         rows = self._all[after_position:]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterator, Optional, Sequence, overload
 
 import attrs
 
@@ -26,7 +26,16 @@ class ConcurrencyConflict(StoreError):
 
 
 class CorruptRecord(StoreError):
-    """A stored row cannot be decoded."""
+    """A stored row cannot be decoded. ``stream``/``version``/``event_id`` say where, when known."""
+
+    def __init__(self, message: str, *, stream: Optional[str] = None, version: Optional[int] = None,
+                 event_id: Optional[str] = None) -> None:
+        self.stream, self.version, self.event_id = stream, version, event_id
+        super().__init__(message)
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached or opened."""
 
 
 @attrs.frozen
@@ -66,3 +75,65 @@ class StoredEvent:
             raise CorruptRecord(
                 f"stream {self.stream!r} event #{self.version} (position {self.position}): {exc}"
             ) from exc
+
+
+@attrs.frozen
+class EncodedBatch:
+    """One append, already encoded and hash-chained by the facade, as parallel lists
+    (cheaper than one object per event on the hot path)."""
+
+    stream: str
+    expected_version: int
+    types: list[str]
+    schema_versions: list[int]
+    payloads: list[bytes]
+    hashes: list[str]
+    event_ids: list[str]
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    def records(self) -> list[NewRecord]:
+        v = self.expected_version
+        return [NewRecord(self.stream, v + i + 1, t, sv, p, h, e) for i, (t, sv, p, h, e) in
+                enumerate(zip(self.types, self.schema_versions, self.payloads, self.hashes, self.event_ids))]
+
+
+class AppendResult(Sequence[StoredEvent]):
+    """The stored events of one append, built on access (most callers only need the last one)."""
+
+    def __init__(self, batch: EncodedBatch, positions: Sequence[int], recorded_at: float) -> None:
+        self._b, self._pos, self._at = batch, positions, recorded_at
+
+    def __len__(self) -> int:
+        return len(self._b)
+
+    def _one(self, i: int) -> StoredEvent:
+        b = self._b
+        return StoredEvent(b.stream, b.expected_version + i + 1, self._pos[i], b.types[i], b.schema_versions[i],
+                           b.payloads[i], b.hashes[i], b.event_ids[i], self._at)
+
+    @overload
+    def __getitem__(self, i: int) -> StoredEvent: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[StoredEvent]: ...
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._one(j) for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        return self._one(i)
+
+    def __iter__(self) -> Iterator[StoredEvent]:
+        return (self._one(i) for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"AppendResult({len(self)} events of {self._b.stream!r})"
