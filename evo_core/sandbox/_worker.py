@@ -46,7 +46,8 @@ MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 UID_BASE, UID_SPAN = 231000, 4000
 OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory")
-PRIVATE_TMPS = ("/tmp", "/var/tmp", "/dev/shm")
+PRIVATE_TMPS = ("/tmp", "/var/tmp", "/dev/shm")  # fresh, writable, private per job
+HIDDEN_DEFAULT = ("/root", "/home")  # replaced by an empty read-only tmpfs
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -106,10 +107,14 @@ class Worker:
         self.uid = self._claim_uid()
         self.gid = self.uid
         self.root = os.path.join(cfg.get("root", "/tmp/evo-sandbox"), "w%d" % self.uid)
+        shutil.rmtree(self.root, ignore_errors=True)  # a dead predecessor's leftovers (we hold the uid lock)
         os.makedirs(self.root, exist_ok=True)
         os.chmod(os.path.dirname(self.root), 0o711)
         os.chmod(self.root, 0o711)
         self.counter = 0
+        self.interpreter_paths = sorted(
+            {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))}
+        )
         self._setup()
 
     # -- start-up ------------------------------------------------------------------------
@@ -165,8 +170,9 @@ class Worker:
         self.counter += 1
         own_dir = job.get("workdir") is None
         if own_dir:
-            workdir = os.path.join(self.root, "job%d" % self.counter)
-            os.mkdir(workdir, 0o700)
+            import tempfile
+
+            workdir = tempfile.mkdtemp(prefix="job%d-" % self.counter, dir=self.root)
         else:
             workdir = os.path.realpath(job["workdir"])
             if not os.path.isdir(workdir):
@@ -224,7 +230,7 @@ class Worker:
                 _check(_libc.setns(self.host_net_fd, CLONE_NEWNET), "setns(host net)")
             os.chdir(workdir)
             if self.cfg.get("mountns", True) and os.geteuid() == 0:
-                self._private_mounts(workdir, job.get("hide_paths", ()))
+                self._private_mounts(workdir, job.get("hide_paths", ()), job.get("expose_paths", ()))
             if job.get("cwd"):
                 os.chdir(job["cwd"])
             os.dup2(in_fd, 0)
@@ -265,21 +271,29 @@ class Worker:
         os.close(st_w)
         _exec_python(job["code"], env)
 
-    def _private_mounts(self, workdir, hide_paths):
+    def _private_mounts(self, workdir, hide_paths, expose_paths):
         _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        keep = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)  # survives being mounted over
-        covered = False
-        for path in (*PRIVATE_TMPS, *hide_paths):
-            if not os.path.isdir(path):
-                continue
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
-            if workdir == path or workdir.startswith(path.rstrip("/") + "/"):
-                covered = True
-        if covered:  # re-expose the job directory at its own path inside the new tmpfs
-            os.makedirs(workdir, exist_ok=True)
-            _mount("/proc/self/fd/%d" % keep, workdir, None, MS_BIND | MS_REC)
-        os.close(keep)
+        hidden = [(p, "1777") for p in PRIVATE_TMPS] + [(p, "0755") for p in (*HIDDEN_DEFAULT, *hide_paths)]
+        hidden = [(os.path.realpath(p), mode) for p, mode in hidden if os.path.isdir(p)]
+        # Paths that must stay visible although under a hidden one: held open by fd,
+        # which survives being mounted over, and bound back at their own path afterwards.
+        wanted = [workdir, *self.interpreter_paths, *expose_paths]
+        keep = []
+        for path in wanted:
+            path = os.path.realpath(path)
+            if os.path.exists(path) and any(path == h or path.startswith(h.rstrip("/") + "/") for h, _ in hidden):
+                keep.append((path, os.open(path, os.O_PATH)))
+        for path, mode in hidden:
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=" + mode)
+        for path, fd in keep:
+            if os.path.isdir("/proc/self/fd/%d" % fd):
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "a").close()
+            _mount("/proc/self/fd/%d" % fd, path, None, MS_BIND | MS_REC)
+            os.close(fd)
         os.chdir(workdir)
 
     def _rlimits(self, lim):
@@ -347,10 +361,19 @@ class Worker:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
-        self._kill_uid()
         _, status, ru = os.wait4(pid, 0)
         os.close(pidfd)
-        _reap_orphans()
+        # Every leftover descendant is re-parented to us (child subreaper), so "no children"
+        # means nothing of the job survives; otherwise kill all of the job uid and reap.
+        for attempt in range(200):
+            _reap_orphans()
+            kids = _children()
+            if kids == []:
+                break
+            self._kill_uid()
+            if kids is None and attempt >= 1:
+                break  # no /proc children list: two rounds are what we can do
+            time.sleep(min(0.05, 0.001 * attempt))
         end = time.monotonic() + 2.0
         while open_fds and time.monotonic() < end:  # what is still buffered in the pipes
             ready, _, _ = select.select(list(open_fds), [], [], max(0.0, end - time.monotonic()))
@@ -400,11 +423,8 @@ class Worker:
             try:
                 os.setresgid(self.gid, self.gid, self.gid)
                 os.setresuid(self.uid, self.uid, self.uid)
-                for _ in range(1000):  # a fork bomb may race us; repeat until nothing is left
-                    try:
-                        os.kill(-1, signal.SIGKILL)
-                    except ProcessLookupError:
-                        break
+                for _ in range(3):  # a fork bomb may race a single pass
+                    os.kill(-1, signal.SIGKILL)
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)
@@ -443,11 +463,11 @@ def _exec_python(code, env):
             except Exception:
                 pass
             code_rc = 1
-    except BaseException:
+    except BaseException as exc:
         import traceback
 
-        try:
-            traceback.print_exc()
+        try:  # drop our own frame: the program's traceback starts at solution.py
+            traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
         except BaseException:
             os.write(2, b"MemoryError\n")
         code_rc = 1
@@ -470,6 +490,15 @@ def _chown_tree(top, uid, gid):
                 os.chown(os.path.join(root, n), uid, gid, follow_symlinks=False)
             except OSError:
                 pass
+
+
+def _children():
+    """Direct children of this (single-threaded) worker, or None if the kernel can't say."""
+    try:
+        with open("/proc/self/task/%d/children" % os.getpid()) as f:
+            return f.read().split()
+    except OSError:
+        return None
 
 
 def _reap_orphans():

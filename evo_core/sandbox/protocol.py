@@ -97,6 +97,10 @@ class RunRequest:
     workdir: Optional[str] = None
     # Host paths to hide (an empty tmpfs is mounted over them), e.g. a dataset directory.
     hide_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    # Host paths to keep visible although they lie under a hidden one (/root and /home are
+    # hidden by default), e.g. a virtual environment the command needs. The interpreter's
+    # own installation is always exposed.
+    expose_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     # Files (relative to the working dir) to read back after the run, e.g. junit XML.
     collect: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
@@ -121,6 +125,7 @@ class RunRequest:
             "cwd": self.cwd,
             "workdir": self.workdir,
             "hide_paths": list(self.hide_paths),
+            "expose_paths": list(self.expose_paths),
             "collect": list(self.collect),
         }
 
@@ -136,6 +141,7 @@ class RunRequest:
             cwd=data.get("cwd"),
             workdir=data.get("workdir"),
             hide_paths=tuple(data.get("hide_paths") or ()),
+            expose_paths=tuple(data.get("expose_paths") or ()),
             collect=tuple(data.get("collect") or ()),
         )
 
