@@ -1,0 +1,12 @@
+"""Entry point (group ``evo``): registers the math domain."""
+
+from __future__ import annotations
+
+from evo_core.hookspecs import hookimpl
+
+
+@hookimpl
+def evo_register_domains():
+    from evo_math.domain import MathDomain
+
+    return [MathDomain()]
