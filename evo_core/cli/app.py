@@ -70,7 +70,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     _DEBUG = "--debug" in args
     _register_all()
     try:
-        app(args=args, standalone_mode=False)
+        rc = app(args=args, standalone_mode=False)
+        # With standalone_mode=False click *returns* the code of a typer.Exit instead of raising.
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except SystemExit:
