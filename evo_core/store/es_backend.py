@@ -380,10 +380,14 @@ def open_postgres_backend(*, url: str, dbname: str, host: str, port: int, user: 
                           schema: str = "public", table: str = DEFAULT_TABLE, connect_timeout: float = 5.0,
                           pool_size: int = 2):
     """(EsBackend, EsSnapshots, PgBlobStore) over one PostgreSQL database/schema."""
-    import psycopg
-    from psycopg.sql import SQL, Identifier
+    try:
+        import psycopg
+        from psycopg.sql import SQL, Identifier
 
-    from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder, PostgresDatastore
+        from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder, PostgresDatastore
+    except ImportError as exc:
+        raise StoreUnavailable(f"PostgreSQL stores need the postgres extra ({exc.name} is missing): "
+                               "pip install 'evotrainer[postgres]'") from None
 
     # Fail fast with one clear line (the library's pool would retry for a long time).
     try:

@@ -53,6 +53,15 @@ def open_postgres(url: str) -> EventStore:
 
     cfg = parse_postgres_url(url)
     blobs_dir = cfg.pop("blobs")
-    backend, snapshots, table_blobs = open_postgres_backend(url=url, **cfg)
+    backend, snapshots, table_blobs = open_postgres_backend(url=redact(url), **cfg)
     blobs = FileBlobStore(blobs_dir) if blobs_dir else table_blobs
     return EventStore(backend, blobs, snapshots)
+
+
+def redact(url: str) -> str:
+    """The URL with its password replaced, for messages and ``store.url``."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
