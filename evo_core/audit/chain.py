@@ -1,0 +1,273 @@
+"""The audit chain behind a promotion (or rejection): evidence → diagnoses → proposal →
+backtests → gate → harness version, with the hash chain of everything shown verified.
+
+The chain is found by walking ``caused_by`` links back from the decision, plus the
+links the events name explicitly (the proposal a decision is about, backtests of that
+proposal, the evidence a diagnosis cites, the skill it saved). Nothing is inferred from
+timing, so what the audit shows is exactly what the log claims.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import attrs
+import structlog
+
+from evo_events import (
+    BacktestFailed,
+    BacktestPassed,
+    BlobRef,
+    EvalCompleted,
+    Event,
+    FailureDiagnosed,
+    InterventionProposed,
+    Promoted,
+    Rejected,
+    RolloutCompleted,
+    SkillRegistered,
+)
+from evo_core.store import FileBlobStore
+
+from evo_core.audit.errors import AuditError
+from evo_core.audit.index import RunIndex
+from evo_core.audit.outcome import assess
+
+log = structlog.get_logger("evo.audit")
+
+DECISION_TYPES = (Promoted.TYPE, Rejected.TYPE)
+MAX_DEPTH = 6  # caused_by hops followed back from a decision
+
+
+@attrs.frozen
+class Verification:
+    verified: bool
+    first_version: int  # the chain was recomputed from this stream version …
+    head_version: int  # … to the stream's head
+    events_checked: int
+    blobs_checked: int
+    problem: Optional[str] = None  # one line: the first bad event or blob
+    bad_version: Optional[int] = None
+    bad_event_id: Optional[str] = None
+
+
+@attrs.frozen
+class AuditChain:
+    run_id: str
+    decision: dict[str, Any]
+    proposal: Optional[dict[str, Any]]
+    diagnoses: list[dict[str, Any]]
+    evidence: list[dict[str, Any]]
+    evidence_total: int
+    backtests: list[dict[str, Any]]
+    evals: list[dict[str, Any]]
+    skill: Optional[dict[str, Any]]
+    plugin_versions: dict[str, str]
+    outcome: dict[str, Any]
+    verification: Verification
+    shown_versions: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+def blob_link(store: Any, ref: BlobRef) -> str:
+    """Where a blob can be opened: a file URL for file-backed blobs, else a content address."""
+    if isinstance(store.blobs, FileBlobStore):
+        return (store.blobs.root / ref.digest[:2] / ref.digest[2:]).resolve().as_uri()
+    return f"blob:sha256:{ref.digest}"
+
+
+def _ev_meta(ev: Event, version: int) -> dict[str, Any]:
+    return {"id": ev.event_id, "version": version, "type": ev.TYPE,
+            "emitted_by": f"{ev.emitted_by.name} {ev.emitted_by.version}"}
+
+
+def find_decision(index: RunIndex, decision_id: str) -> int:
+    """Index of the promotion/rejection named by a full id or a unique prefix (≥ 6 chars)."""
+    i = index.index_of(decision_id)
+    if i is not None and index.records[i].type in DECISION_TYPES:
+        return i
+    if i is not None:
+        raise AuditError(f"event {decision_id!r} in run {index.run_id!r} is a {index.records[i].type}, not a promotion or rejection")
+    hits = [j for j in index.sparse() if index.records[j].type in DECISION_TYPES
+            and len(decision_id) >= 6 and index.records[j].event_id.startswith(decision_id)]
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        raise AuditError(f"promotion id prefix {decision_id!r} is ambiguous in run {index.run_id!r} ({len(hits)} matches)")
+    n = sum(1 for j in index.sparse() if index.records[j].type == Promoted.TYPE)
+    raise AuditError(f"no promotion or rejection {decision_id!r} in run {index.run_id!r} ({n} promotions; list them with `evo audit {index.run_id}`)")
+
+
+def decisions(index: RunIndex, *, include_rejections: bool = False) -> list[int]:
+    types = DECISION_TYPES if include_rejections else (Promoted.TYPE,)
+    return [i for i in index.sparse() if index.records[i].type in types]
+
+
+def _rollout_summary(store: Any, r: RolloutCompleted, version: int, check_blobs: bool) -> tuple[dict[str, Any], Optional[str]]:
+    row = {**_ev_meta(r, version), "step": r.step, "task_id": r.task_id, "policy_version": r.policy_version,
+           "reward": r.reward, "correct": r.correct, "strict_correct": r.strict_correct, "split": r.split,
+           "infra_error": r.infra_error, "length": r.length, "truncated": r.truncated,
+           "preview": r.response_preview[:120], "signals": dict(r.signals), "blob": None}
+    problem = None
+    if r.trajectory is not None:
+        status = "not checked"
+        if check_blobs:
+            problem = store.blobs.check(r.trajectory.digest)
+            status = "ok" if problem is None else problem
+        row["blob"] = {"digest": r.trajectory.digest, "size": r.trajectory.size,
+                       "media_type": r.trajectory.media_type, "link": blob_link(store, r.trajectory), "status": status}
+    return row, problem
+
+
+def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int = 10, check_blobs: bool = True) -> AuditChain:
+    """The audit chain of the decision at record ``at``."""
+    store = index.store
+    dec = index.event(at)
+    assert isinstance(dec, (Promoted, Rejected))
+    shown: set[int] = {at}
+    # Walk caused_by back from the decision (bounded), collecting every event it rests on.
+    reached: dict[int, Event] = {}
+    frontier = list(dec.caused_by)
+    proposal_i = index.index_of(dec.subject_id) if dec.subject == "intervention" else None
+    if proposal_i is not None:
+        frontier.append(dec.subject_id)
+    for _ in range(MAX_DEPTH):
+        nxt: list[str] = []
+        for eid in frontier:
+            j = index.index_of(eid)
+            if j is None or j in reached or j == at:
+                continue
+            ev = index.event(j)
+            reached[j] = ev
+            if not isinstance(ev, RolloutCompleted):  # rollouts are leaves
+                nxt.extend(ev.caused_by)
+        frontier = nxt
+        if not frontier:
+            break
+    proposal = index.event(proposal_i) if proposal_i is not None else None
+    if isinstance(proposal, InterventionProposed):
+        reached[proposal_i] = proposal  # type: ignore[index]
+        # Backtests of this proposal that the decision did not cite (a failed offline one, say).
+        for j, ev in index.of_type(BacktestPassed.TYPE, BacktestFailed.TYPE):
+            if ev.proposal_id == proposal.event_id:  # type: ignore[attr-defined]
+                reached.setdefault(j, ev)
+    diag_items = sorted((j, e) for j, e in reached.items() if isinstance(e, FailureDiagnosed))
+    bt_items = sorted((j, e) for j, e in reached.items() if isinstance(e, (BacktestPassed, BacktestFailed)))
+    eval_items = sorted((j, e) for j, e in reached.items() if isinstance(e, EvalCompleted))
+    # Evidence: rollouts the diagnoses and backtests cite, plus any reached directly.
+    ev_ids: list[str] = []
+    for _, e in diag_items + bt_items:
+        ev_ids.extend(e.evidence)  # type: ignore[attr-defined]
+    ev_ids.extend(e.event_id for e in reached.values() if isinstance(e, RolloutCompleted))
+    seen: set[str] = set()
+    evidence_idx: list[int] = []
+    for eid in ev_ids:
+        if eid in seen:
+            continue
+        seen.add(eid)
+        j = index.index_of(eid)
+        if j is not None and index.records[j].type == RolloutCompleted.TYPE:
+            evidence_idx.append(j)
+    evidence_idx.sort()
+    missing_evidence = len(seen) - len(evidence_idx)
+    evidence: list[dict[str, Any]] = []
+    blob_problems: list[tuple[int, str]] = []
+    for j in evidence_idx[:max_evidence]:
+        row, problem = _rollout_summary(store, index.event(j), j + 1, check_blobs)  # type: ignore[arg-type]
+        evidence.append(row)
+        if problem:
+            blob_problems.append((j, problem))
+    shown.update(evidence_idx[:max_evidence])
+    shown.update(reached)
+    skill = None
+    if getattr(dec, "skill_id", None):
+        for j, ev in index.of_type(SkillRegistered.TYPE):
+            if ev.skill_id == dec.skill_id:  # type: ignore[attr-defined]
+                skill = {**_ev_meta(ev, j + 1), "skill_id": ev.skill_id, "name": ev.name,  # type: ignore[attr-defined]
+                         "bundle": ev.bundle, "provenance": ev.provenance}  # type: ignore[attr-defined]
+                shown.add(j)
+                break
+    # Plugin versions: what the gate recorded plus every emitter and diagnostic on the chain.
+    versions: dict[str, str] = {}
+    for j in sorted(shown):
+        e = index.event(j)
+        versions.setdefault(e.emitted_by.name, e.emitted_by.version)
+        if isinstance(e, FailureDiagnosed):
+            versions.setdefault(e.diagnostic, e.diagnostic_version)
+    versions.update({str(k): str(v) for k, v in dec.plugin_versions.items()})
+    # Outcome: did the prediction hold afterwards?
+    targets: Sequence[str] = proposal.targets if isinstance(proposal, InterventionProposed) else \
+        tuple(sorted({e.kind for _, e in diag_items}))
+    prediction = dict(proposal.prediction) if isinstance(proposal, InterventionProposed) else {}
+    outcome = assess(index, at, dec.step, targets, prediction, window).to_dict()
+    outcome["targets"] = list(targets)
+    verification = _verify(index, shown, blob_problems, len(evidence))
+    decision = {**_ev_meta(dec, at + 1), "decision": "promoted" if isinstance(dec, Promoted) else "rejected",
+                "subject": dec.subject, "subject_id": dec.subject_id, "step": dec.step, "gate": dec.gate,
+                "reasons": list(dec.reasons), "figures": dict(dec.figures),
+                "harness_version_before": dec.harness_version_before if isinstance(dec, Promoted) else dec.harness_version,
+                "harness_version_after": dec.harness_version_after if isinstance(dec, Promoted) else dec.harness_version,
+                "skill_id": getattr(dec, "skill_id", None)}
+    prop = None
+    if isinstance(proposal, InterventionProposed):
+        prop = {**_ev_meta(proposal, proposal_i + 1), "step": proposal.step, "kind": proposal.kind,  # type: ignore[operator]
+                "name": proposal.name, "params": dict(proposal.params), "targets": list(proposal.targets),
+                "prediction": dict(proposal.prediction), "rationale": proposal.rationale,
+                "proposer": proposal.proposer, "fingerprint": proposal.fingerprint, "skill_id": proposal.skill_id}
+    diagnoses = [{**_ev_meta(e, j + 1), "step": e.step, "kind": e.kind, "severity": e.severity,
+                  "diagnostic": e.diagnostic, "diagnostic_version": e.diagnostic_version, "stats": dict(e.stats),
+                  "message": e.message, "n_evidence": len(e.evidence)} for j, e in diag_items]  # type: ignore[attr-defined]
+    backtests = [{**_ev_meta(e, j + 1), "passed": isinstance(e, BacktestPassed), "mode": e.mode, "step": e.step,  # type: ignore[attr-defined]
+                  "figures": dict(e.figures), "ci": list(e.ci) if e.ci else None, "n": e.n,  # type: ignore[attr-defined]
+                  "reasons": list(e.reasons)} for j, e in bt_items]  # type: ignore[attr-defined]
+    evals = [{**_ev_meta(e, j + 1), "step": e.step, "split": e.split, "n": e.n, "policy_version": e.policy_version,  # type: ignore[attr-defined]
+              "metrics": dict(e.metrics), "branch": e.branch} for j, e in eval_items]  # type: ignore[attr-defined]
+    if missing_evidence:
+        log.warning("audit.evidence_missing", decision=dec.event_id, missing=missing_evidence)
+    return AuditChain(index.run_id, decision, prop, diagnoses, evidence, len(evidence_idx), backtests, evals, skill,
+                      dict(sorted(versions.items())), outcome, verification, tuple(sorted(j + 1 for j in shown)))
+
+
+def _verify(index: RunIndex, shown: set[int], blob_problems: list[tuple[int, str]], n_blobs: int) -> Verification:
+    lo = min(shown)
+    br = index.verify_range(lo)
+    head = index.head_version
+    if br is not None:
+        return Verification(False, lo + 1, head, br.version - lo, n_blobs,
+                            f"hash chain broken at event #{br.version} ({br.event_id}): {br.reason}",
+                            br.version, br.event_id)
+    if blob_problems:
+        j, problem = blob_problems[0]
+        return Verification(False, lo + 1, head, head - lo, n_blobs,
+                            f"evidence event #{j + 1} ({index.records[j].event_id}): {problem}", j + 1,
+                            index.records[j].event_id)
+    return Verification(True, lo + 1, head, head - lo, n_blobs)
+
+
+@attrs.frozen
+class AuditReport:
+    run_id: str
+    chains: list[AuditChain]
+    promotions: int
+    rejections: int
+
+    @property
+    def verified(self) -> bool:
+        return all(c.verification.verified for c in self.chains)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "promotions": self.promotions, "rejections": self.rejections,
+                "verified": self.verified, "chains": [c.to_dict() for c in self.chains]}
+
+
+def audit_run(store: Any, run_id: str, decision_id: Optional[str] = None, *, max_evidence: int = 20,
+              window: int = 10, check_blobs: bool = True, index: Optional[RunIndex] = None) -> AuditReport:
+    """Audit every promotion of a run, or the one decision named."""
+    index = index or RunIndex(store, run_id)
+    promos = decisions(index)
+    n_rej = sum(1 for i in index.sparse() if index.records[i].type == Rejected.TYPE)
+    targets = [find_decision(index, decision_id)] if decision_id else promos
+    chains = [build_chain(index, i, max_evidence=max_evidence, window=window, check_blobs=check_blobs) for i in targets]
+    return AuditReport(run_id, chains, len(promos), n_rej)

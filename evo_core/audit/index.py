@@ -1,0 +1,98 @@
+"""A read-only index over one run's stream: records in order, id → position, lazy decoding.
+
+Audit and replay read the same run many ways (by id, by type, forwards from a
+promotion). Loading the stored records once and decoding only what is shown keeps a
+promotion's audit cheap on a million-event run: only decision events and the
+evidence actually cited are ever decoded.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator, Optional
+
+from evo_events import GENESIS, ChainBreak, Event, verify_chain
+from evo_core.store import EventStore, StoredEvent, run_stream
+
+from evo_core.audit.errors import AuditError
+
+# Event types that are bulk evidence; everything else is a (rare) decision or lifecycle event.
+BULK_TYPES = frozenset({"evo.RolloutCompleted", "evo.StepCompleted", "evo.PolicyUpdated"})
+
+
+def require_run(store: EventStore, run_id: str) -> str:
+    """The run's stream name, or a one-line error naming the known runs."""
+    stream = run_stream(run_id)
+    if store.stream_version(stream) == 0:
+        known = store.runs()
+        hint = ", ".join(known[:8]) + (" …" if len(known) > 8 else "") if known else "none"
+        raise AuditError(f"unknown run {run_id!r} in {store.url} (runs: {hint})")
+    return stream
+
+
+class RunIndex:
+    def __init__(self, store: EventStore, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.stream = require_run(store, run_id)
+        self.records: list[StoredEvent] = list(store.read_stream(self.stream))
+        # Stream versions are 1-based and dense, so record i has version i + 1.
+        self._by_id: Optional[dict[str, int]] = None
+        self._decoded: dict[int, Event] = {}
+        self._sparse: Optional[list[int]] = None
+
+    # -- lookups ---------------------------------------------------------------------------
+    @property
+    def head_version(self) -> int:
+        return len(self.records)
+
+    def index_of(self, event_id: str) -> Optional[int]:
+        if self._by_id is None:
+            self._by_id = {r.event_id: i for i, r in enumerate(self.records)}
+        return self._by_id.get(event_id)
+
+    def event(self, i: int) -> Event:
+        ev = self._decoded.get(i)
+        if ev is None:
+            ev = self._decoded[i] = self.records[i].decode()
+        return ev
+
+    def get(self, event_id: str) -> Optional[Event]:
+        i = self.index_of(event_id)
+        return None if i is None else self.event(i)
+
+    def raw(self, i: int) -> dict[str, Any]:
+        """The payload as plain JSON (cheaper than a typed decode for bulk scans)."""
+        return json.loads(self.records[i].payload)
+
+    def sparse(self) -> list[int]:
+        """Indices of every non-bulk event (decisions, evals, lifecycle) in stream order."""
+        if self._sparse is None:
+            self._sparse = [i for i, r in enumerate(self.records) if r.type not in BULK_TYPES]
+        return self._sparse
+
+    def of_type(self, *types: str) -> Iterator[tuple[int, Event]]:
+        wanted = set(types)
+        bulk = wanted & BULK_TYPES
+        rows = range(len(self.records)) if bulk else self.sparse()
+        for i in rows:
+            if self.records[i].type in wanted:
+                yield i, self.event(i)
+
+    # -- integrity -------------------------------------------------------------------------
+    def verify_range(self, lo: int, hi: Optional[int] = None) -> Optional[ChainBreak]:
+        """Recompute the hash chain from record ``lo`` (0-based) to ``hi`` (default: head).
+
+        The chain is anchored at the stored hash of record ``lo - 1``: every record from
+        ``lo`` on must link to it and to each other up to the head, so any edited byte
+        in that range (or a dropped/reordered record) is found. Returns the first break.
+        """
+        hi = len(self.records) if hi is None else hi
+        prev = GENESIS if lo == 0 else self.records[lo - 1].hash
+        try:
+            verify_chain(self.records[lo:hi], prev=prev, start_version=lo + 1)
+        except ChainBreak as br:
+            if br.event_id is None and 1 <= br.version <= len(self.records):
+                br.event_id = self.records[br.version - 1].event_id
+            return br
+        return None

@@ -1,0 +1,186 @@
+"""``evo audit``, ``evo replay``, ``evo report``, ``evo tail`` and ``evo plugin new``.
+
+``evo plugins`` (plural, listing what is installed) lives in ``plugin_cmds``; the
+``plugin`` group here only scaffolds new plugins.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from evo_core.cli.app import fail
+
+STORE_OPT = typer.Option(None, "--store", envvar="EVO_STORE", help="Store URL (default: sqlite:///.evo/evo.sqlite).")
+
+
+def _open(url: Optional[str]):
+    from evo_core.store import StoreError, open_store
+
+    try:
+        return open_store(url)
+    except (StoreError, OSError) as exc:
+        raise fail(f"cannot open store {url or '(default)'}: {exc}") from None
+
+
+def _bad(exc: Exception) -> "typer.Exit":
+    return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+
+def _first_break_line(store, run_id: str) -> Optional[str]:
+    from evo_core.audit.index import RunIndex
+
+    idx = RunIndex(store, run_id)
+    br = idx.verify_range(0)
+    if br is None:
+        return None
+    return f"run {run_id!r}: cannot vouch for its chains: hash chain broken at event #{br.version} ({br.event_id}): {br.reason}"
+
+
+def audit_cmd(
+    run: str = typer.Argument(..., help="Run id."),
+    promotion: Optional[str] = typer.Option(None, "--promotion", "-p", help="Audit only this promotion (or rejection) id or unique prefix."),
+    as_json: bool = typer.Option(False, "--json", help="Print the chains as JSON."),
+    evidence: int = typer.Option(20, "--evidence", help="Evidence rollouts to show per chain."),
+    window: int = typer.Option(10, "--window", help="Steps before/after used to judge whether the prediction held."),
+    store_url: Optional[str] = STORE_OPT,
+) -> None:
+    """The evidence chain behind every promotion, with the hash chain verified."""
+    from evo_core.audit.chain import audit_run
+    from evo_core.audit.errors import AuditError
+    from evo_core.audit.render import render_report
+    from evo_core.store import CorruptRecord
+
+    store = _open(store_url)
+    try:
+        report = audit_run(store, run, promotion, max_evidence=evidence, window=window)
+    except AuditError as exc:
+        raise _bad(exc) from None
+    except CorruptRecord as exc:  # a tampered payload that no longer decodes
+        raise fail(_first_break_line(store, run) or str(exc)) from None
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    else:
+        render_report(report, Console(highlight=False, soft_wrap=True))
+    bad = [c for c in report.chains if not c.verification.verified]
+    if bad:
+        raise fail(f"{len(bad)} of {len(report.chains)} chains cannot be vouched for; first: {bad[0].verification.problem}", code=1)
+
+
+def replay_cmd(
+    run: str = typer.Argument(..., help="Run id (the run is only read)."),
+    with_: List[str] = typer.Option([], "--with", help="SPEC: NAME[@V][:k=v,…], gate:NAME…, -NAME or a .json/.toml/skill file. Repeatable."),
+    find_bad: bool = typer.Option(False, "--find-bad", help="List promotions the strict oracle calls harmful that the later harness (plus SPEC) would have blocked."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    window: Optional[int] = typer.Option(None, "--window", help="Evidence window in steps (default: the run's harness.window_steps)."),
+    every: Optional[int] = typer.Option(None, "--every", help="Diagnostic pass every N steps (default: the run's harness.diagnose_every)."),
+    no_write: bool = typer.Option(False, "--no-write", help="Do not record the replay in its own stream."),
+    store_url: Optional[str] = STORE_OPT,
+) -> None:
+    """Counterfactual replay: rerun other diagnostics/gates over the recorded evidence."""
+    from evo_core.audit.errors import AuditError
+    from evo_core.audit.render_replay import render_replay
+    from evo_core.audit.replay import replay
+    from evo_core.audit.spec import parse_spec
+    from evo_core.plugins import get_plugin_manager
+
+    store = _open(store_url)
+    err = Console(stderr=True)
+    try:
+        spec = parse_spec(with_)
+        if spec.empty and not find_bad:
+            raise AuditError("give --with SPEC (or --find-bad); e.g. --with answer_hedging:max_rate=0.1")
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        with Progress(TextColumn("replaying"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} events"),
+                      TimeRemainingColumn(), console=err, transient=True, disable=as_json or not err.is_terminal) as bar:
+            task = bar.add_task("replay", total=1)
+            result = replay(store, run, spec, get_plugin_manager(), find_bad=find_bad, write=not no_write,
+                            window_steps=window, every=every,
+                            progress=lambda i, n: bar.update(task, completed=i, total=n))
+    except AuditError as exc:
+        raise _bad(exc) from None
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
+    else:
+        render_replay(result, Console(highlight=False, soft_wrap=True))
+
+
+def report_cmd(
+    run: str = typer.Argument(..., help="Run id."),
+    out: Path = typer.Option(..., "-o", "--out", help="Directory to write index.html into."),
+    benchmark: Optional[Path] = typer.Option(None, "--benchmark", help="An evolution benchmark JSON for the fixed-vs-evolving comparison."),
+    points: int = typer.Option(400, "--points", help="Most points per curve (curves are downsampled)."),
+    store_url: Optional[str] = STORE_OPT,
+) -> None:
+    """A self-contained HTML page of the run (works offline)."""
+    from evo_core.audit.errors import AuditError
+    from evo_core.report import build_report
+
+    store = _open(store_url)
+    try:
+        path = build_report(store, run, out, benchmark=benchmark, max_points=points)
+    except AuditError as exc:
+        raise _bad(exc) from None
+    Console(highlight=False).print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
+
+
+def tail_cmd(
+    run: str = typer.Argument(..., help="Run id."),
+    last: int = typer.Option(10, "-n", "--last", help="Show this many past events first."),
+    follow: bool = typer.Option(True, "--follow/--no-follow", help="Keep following new events."),
+    until_finished: bool = typer.Option(True, "--until-finished/--forever", help="Stop once the run logs RunFinished."),
+    rollouts: bool = typer.Option(False, "--rollouts", help="One line per rollout (default: one summary line per step)."),
+    wait: float = typer.Option(0.0, "--wait", help="Seconds to wait for the run to appear (a run about to start)."),
+    poll: float = typer.Option(0.2, "--poll", help="Polling interval in seconds."),
+    store_url: Optional[str] = STORE_OPT,
+) -> None:
+    """Follow a live run's events as compact, colourised lines."""
+    from evo_core.audit.errors import AuditError
+    from evo_core.audit.tail import tail
+
+    store = _open(store_url)
+    try:
+        tail(store, run, Console(highlight=False, soft_wrap=True), last=last, follow=follow, until_finished=until_finished,
+             per_rollout=rollouts, wait=wait, poll=poll)
+    except AuditError as exc:
+        raise _bad(exc) from None
+    except KeyboardInterrupt:
+        pass
+
+
+plugin_app = typer.Typer(help="Write plugins: scaffold a new plugin distribution.", no_args_is_help=True)
+
+
+@plugin_app.command("new")
+def plugin_new_cmd(
+    name: str = typer.Argument(..., help="Plugin name, e.g. multi-number-reward."),
+    kind: str = typer.Option(..., "--kind", help="diagnostic | gate | domain | intervention | proposer | sink"),
+    out: Path = typer.Option(Path("."), "-o", "--out", help="Directory to create the distribution in."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing directory."),
+) -> None:
+    """Scaffold a plugin distribution: pyproject with the entry point, one module, tests."""
+    from evo_core.scaffold import ScaffoldError, scaffold
+
+    try:
+        made = scaffold(name, kind, out, force=force)
+    except ScaffoldError as exc:
+        raise _bad(exc) from None
+    con = Console(highlight=False)
+    con.print(f"created {made.root}")
+    for f in made.files:
+        con.print(f"  {f.relative_to(made.root)}")
+    con.print(f"next: pip install -e {made.root} && pytest {made.root / 'tests'}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("audit")(audit_cmd)
+    app.command("replay")(replay_cmd)
+    app.command("report")(report_cmd)
+    app.command("tail")(tail_cmd)
+    app.add_typer(plugin_app, name="plugin")
