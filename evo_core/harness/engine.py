@@ -407,7 +407,9 @@ class HarnessEngine:
         bcfg = self.config.backtest
         bctx = BacktestContext(run_id=self.run_id, step=ctx.step, state=ctx.state, window=self.window.window(ctx.step),
                                config=self.config, interventions=self.interventions, diagnostics=self.diag_catalog,
-                               diagnoses=tuple(diagnoses), session=ctx.session, seed=bcfg.seed + ctx.step)
+                               diagnoses=tuple(diagnoses), session=ctx.session, seed=bcfg.seed + ctx.step,
+                               history=tuple(self.window.history()), diagnose=self._diagnose_window,
+                               measure=self.measure_kind, resolve=self.resolve_diagnostic)
         plan = []
         if bcfg.offline:
             plan.append("offline_replay")
@@ -420,7 +422,7 @@ class HarnessEngine:
                 outcomes.append(BacktestOutcome(backtester=name, mode=name.split("_")[0], passed=False,
                                                 reasons=(f"backtester {name!r} is not installed",)))
                 continue
-            ok, res = self._guard(ctx, name, "backtest", lambda: bt.backtest(p, bctx, self._engine_view()))
+            ok, res = self._guard(ctx, name, "backtest", lambda: bt.backtest(p, bctx))
             if not ok or res is None:
                 outcomes.append(BacktestOutcome(backtester=name, mode="online" if "online" in name else "offline",
                                                 passed=False, reasons=(f"backtester {name} raised; see PluginFailed",)))
@@ -430,8 +432,30 @@ class HarnessEngine:
                 break  # no point paying for the online fork after a failed replay
         return outcomes
 
-    def _engine_view(self) -> "HarnessEngine":
-        return self
+    def _diagnose_window(self, window: Window, state: HarnessState) -> list[tuple[str, str, Any, tuple[str, ...]]]:
+        return [(f.kind, f.severity, f.stats.get("value"), tuple(f.evidence)) for _, _, f in self.run_diagnostics(window, state)]
+
+    def measure_kind(self, kind: str, window: Window, state: HarnessState) -> Optional[float]:
+        """The statistic behind diagnosis ``kind`` on ``window`` (fired or not)."""
+        for name, setting in self.diagnostic_settings(state).items():
+            try:
+                diag = self.resolve_diagnostic(setting)
+            except SpecError:
+                continue
+            if diag is None or kind not in tuple(getattr(diag, "kinds", ()) or ()):
+                continue
+            params = {**dict(getattr(diag, "default_params", {}) or {}), **setting.params}
+            fn = getattr(diag, "measure", None)
+            try:
+                if fn is not None:
+                    try:
+                        return fn(window, params, kind)
+                    except TypeError:
+                        return fn(window, params)
+                return float(len([f for f in diag.evaluate(window, params) if f.kind == kind]))
+            except Exception:
+                return None
+        return None
 
     # -- gates -----------------------------------------------------------------------------
     def _run_gates(self, ctx: StepContext, cand: Candidate) -> list[GateDecision]:

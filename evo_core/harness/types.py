@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import attrs
 
@@ -78,6 +78,13 @@ class BacktestContext:
     diagnoses: Sequence[FailureDiagnosed] = ()
     session: Optional[Any] = None  # a TrainingSession for the online fork, when offered
     seed: int = 0
+    history: Sequence[RolloutCompleted] = ()  # a longer stretch of logged rollouts to replay
+    # (window, state) -> [(kind, severity, value, evidence)]: every active diagnostic over a window
+    diagnose: Optional[Callable[[Window, HarnessState], list[tuple[str, str, Any, tuple[str, ...]]]]] = None
+    # (kind, window, state) -> the statistic of the diagnostic that reports ``kind`` (None: no such diagnostic)
+    measure: Optional[Callable[[str, Window, HarnessState], Optional[float]]] = None
+    # setting -> a diagnostic object (code plugin or spec), for revisions under test
+    resolve: Optional[Callable[[Any], Any]] = None
 
 
 @attrs.frozen(kw_only=True)

@@ -11,9 +11,11 @@ from evo_events import EvalCompleted, Event, FailureDiagnosed, RolloutCompleted,
 
 
 class EvidenceWindow:
-    def __init__(self, run_id: str, window_steps: int) -> None:
+    def __init__(self, run_id: str, window_steps: int, history_steps: Optional[int] = None) -> None:
         self.run_id = run_id
         self.window_steps = window_steps
+        self.history_steps = history_steps or window_steps * 10
+        self._history: deque[tuple[int, list[RolloutCompleted]]] = deque()
         self._rollouts: deque[tuple[int, list[RolloutCompleted]]] = deque()
         self._steps: deque[StepCompleted] = deque(maxlen=max(window_steps * 4, 50))
         self.evals: list[EvalCompleted] = []  # all of them: trends over evals need history
@@ -21,12 +23,13 @@ class EvidenceWindow:
 
     def add_step(self, step: int, rollouts: Sequence[RolloutCompleted], step_event: Optional[StepCompleted],
                  evals: Sequence[EvalCompleted] = ()) -> None:
-        if self._rollouts and self._rollouts[-1][0] == step:
-            self._rollouts[-1][1].extend(rollouts)
-        else:
-            self._rollouts.append((step, list(rollouts)))
-        while self._rollouts and self._rollouts[0][0] <= step - self.window_steps:
-            self._rollouts.popleft()
+        for buf, keep in ((self._rollouts, self.window_steps), (self._history, self.history_steps)):
+            if buf and buf[-1][0] == step:
+                buf[-1][1].extend(rollouts)
+            else:
+                buf.append((step, list(rollouts)))
+            while buf and buf[0][0] <= step - keep:
+                buf.popleft()
         if step_event is not None:
             self._steps.append(step_event)
         self.evals.extend(evals)
@@ -56,6 +59,10 @@ class EvidenceWindow:
             cutoff = rows[-1][0] - last_steps
             rows = [r for r in rows if r[0] > cutoff]
         return [r for _, batch in rows for r in batch]
+
+    def history(self) -> list[RolloutCompleted]:
+        """Up to ``history_steps`` of logged rollouts (what offline replay walks over)."""
+        return [r for _, batch in self._history for r in batch]
 
     def window(self, step: int) -> Window:
         return Window(run_id=self.run_id, step=step, rollouts=tuple(self.rollouts()), steps=tuple(self._steps),

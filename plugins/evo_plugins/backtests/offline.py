@@ -1,0 +1,172 @@
+"""Offline backtest: replay logged evidence with the proposal in force.
+
+- Reward/verifier/filter changes: what the rule would have changed or removed, and —
+  on the audited rollouts — whether it hits the invalid high-scoring ones (rewarded,
+  strictly wrong: recall, precision) without touching genuine ones (strictly right).
+- New or revised diagnostics: precision and recall of the rollouts it flags against the
+  strict-oracle labels, and the steps at which it would have fired over the replayed history.
+- Other kinds (hyperparameters, curriculum, hints) cannot be replayed: "no decision".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from evo_core.api import Window
+from evo_core.harness.specs import evaluate_spec, flagged_ids
+from evo_core.harness.types import BacktestContext, BacktestOutcome, Proposal
+from evo_core.state import DiagnosticSetting
+from evo_events import RolloutCompleted
+
+VALIDITY_SEVERITY = "invalid"
+
+
+def labels(rows: list[RolloutCompleted], reward_threshold: float = 0.5) -> tuple[set[str], set[str]]:
+    """(invalid, genuine) audited rollout ids: rewarded-but-strictly-wrong, and strictly right."""
+    invalid, genuine = set(), set()
+    for r in rows:
+        if r.strict_correct is None or r.reward is None:
+            continue
+        if r.strict_correct:
+            genuine.add(r.event_id)
+        elif r.reward >= reward_threshold:
+            invalid.add(r.event_id)
+    return invalid, genuine
+
+
+def _ratio(a: int, b: int) -> Optional[float]:
+    return a / b if b else None
+
+
+class OfflineReplay:
+    name, version = "offline_replay", "1"
+    min_invalid = 5  # audited invalid rollouts below which precision/recall mean nothing
+
+    def backtest(self, proposal: Proposal, ctx: BacktestContext) -> BacktestOutcome:
+        rows = [r for r in (ctx.history or ctx.window.rollouts) if r.split == "train" and r.infra_error is None]
+        recent = [r for r in ctx.window.rollouts if r.split == "train" and r.infra_error is None]
+        if proposal.kind == "diagnostic":
+            return self._diagnostic(proposal, ctx, rows, recent)
+        iv = ctx.interventions.get(proposal.name)
+        if iv is None:
+            return BacktestOutcome(backtester=self.name, mode="offline", passed=False, version=self.version,
+                                   reasons=(f"intervention {proposal.name!r} is not installed",))
+        if not getattr(iv, "replayable", False):
+            return BacktestOutcome(backtester=self.name, mode="offline", passed=None, version=self.version,
+                                   reasons=(f"offline replay cannot show the effect of a {proposal.kind} change",))
+        return self._reward_rule(proposal, iv, ctx, recent)
+
+    def _reward_rule(self, proposal: Proposal, iv: Any, ctx: BacktestContext, rows: list[RolloutCompleted]) -> BacktestOutcome:
+        from evo_plugins.interventions import RolloutView, apply_to_views
+
+        cfg = ctx.config.backtest
+        views = [RolloutView.of_event(r) for r in rows]
+        new, masked = apply_to_views([(iv, dict(proposal.params))], views)
+        changed = {r.event_id for r in rows if r.event_id in masked
+                   or (r.reward is not None and new[r.event_id] is not None and new[r.event_id] < r.reward)}
+        raised = {r.event_id for r in rows if r.reward is not None and new[r.event_id] is not None and new[r.event_id] > r.reward}
+        invalid, genuine = labels(rows)
+        audited_changed = changed & (invalid | genuine)
+        kept = [r for r in rows if r.event_id not in masked and r.reward is not None]
+        figures: dict[str, Any] = {
+            "replayed": len(rows), "changed": len(changed), "masked": len(masked), "raised": len(raised),
+            "mean_reward_before": _mean([r.reward for r in rows if r.reward is not None]),
+            "mean_reward_after": _mean([new[r.event_id] for r in kept]),
+            "audited_invalid": len(invalid), "audited_genuine": len(genuine),
+            "recall": _ratio(len(changed & invalid), len(invalid)),
+            "false_positive_rate": _ratio(len(changed & genuine), len(genuine)),
+            "precision": _ratio(len(changed & invalid), len(audited_changed)),
+        }
+        aud = [r for r in rows if r.event_id in invalid | genuine]
+        figures["gap_before"] = _mean([float(r.reward >= 0.5) - float(bool(r.strict_correct)) for r in aud])
+        figures["gap_after"] = _mean([float((new[r.event_id] or 0) >= 0.5) - float(bool(r.strict_correct))
+                                      for r in aud if r.event_id not in masked])
+        validity = any(d.severity == VALIDITY_SEVERITY and d.kind in set(proposal.targets) for d in ctx.diagnoses)
+        evidence = tuple(sorted(changed & invalid))[:50]
+        if not validity:
+            # a health fix (dead groups, truncation…): report what it would change; the A/B decides
+            return BacktestOutcome(backtester=self.name, mode="offline", passed=None if changed else False, figures=figures,
+                                   n=len(rows), version=self.version, evidence=tuple(sorted(changed))[:50],
+                                   reasons=("replayed: see figures; an online A/B decides" if changed else
+                                            "replay: the change would not have touched any logged rollout",))
+        if len(invalid) < self.min_invalid:
+            return BacktestOutcome(backtester=self.name, mode="offline", passed=None, figures=figures, n=len(aud),
+                                   version=self.version,
+                                   reasons=(f"no decision: {len(invalid)} audited invalid rollouts (< {self.min_invalid})",))
+        reasons = []
+        if figures["recall"] < cfg.min_recall:
+            reasons.append(f"recall {figures['recall']:.2f} < {cfg.min_recall}")
+        fpr = figures["false_positive_rate"]
+        if fpr is not None and fpr > cfg.max_false_positive:
+            reasons.append(f"changes {fpr:.0%} of genuinely correct rollouts (> {cfg.max_false_positive:.0%})")
+        prec = figures["precision"]
+        if prec is not None and prec < cfg.min_precision:
+            reasons.append(f"precision {prec:.2f} < {cfg.min_precision}")
+        passed = not reasons
+        if passed:
+            reasons.append(f"recall {figures['recall']:.2f}, precision {prec if prec is not None else float('nan'):.2f}, "
+                           f"false positives {fpr if fpr is not None else 0:.0%} on {len(aud)} audited rollouts")
+        return BacktestOutcome(backtester=self.name, mode="offline", passed=passed, figures=figures, n=len(aud),
+                               reasons=tuple(reasons), evidence=evidence, version=self.version)
+
+    def _diagnostic(self, proposal: Proposal, ctx: BacktestContext, rows: list[RolloutCompleted],
+                    recent: list[RolloutCompleted]) -> BacktestOutcome:
+        cfg = ctx.config.backtest
+        p = dict(proposal.params)
+        setting = DiagnosticSetting(str(p.get("diagnostic") or ""), str(p.get("version") or "2"),
+                                    dict(p.get("params") or {}), p.get("spec"), "backtest")
+        try:
+            diag = ctx.resolve(setting) if ctx.resolve else None
+        except Exception as exc:
+            return BacktestOutcome(backtester=self.name, mode="offline", passed=False, version=self.version,
+                                   reasons=(f"the proposed diagnostic does not load: {exc}",))
+        if diag is None:
+            return BacktestOutcome(backtester=self.name, mode="offline", passed=False, version=self.version,
+                                   reasons=(f"diagnostic {setting.name!r} is not installed and no spec was given",))
+        params = {**dict(getattr(diag, "default_params", {}) or {}), **setting.params}
+        if setting.spec is not None:
+            flagged = flagged_ids(setting.spec, rows)
+        else:
+            flagged = {e for f in diag.evaluate(Window(run_id=ctx.run_id, step=ctx.step, rollouts=tuple(rows)), params)
+                       for e in f.evidence}
+        invalid, genuine = labels(rows)
+        tp, fp = len(flagged & invalid), len(flagged & genuine)
+        figures: dict[str, Any] = {"replayed": len(rows), "flagged": len(flagged), "audited_invalid": len(invalid),
+                                   "audited_genuine": len(genuine), "precision": _ratio(tp, tp + fp),
+                                   "recall": _ratio(tp, len(invalid)), "false_positive_rate": _ratio(fp, len(genuine))}
+        # replay over history: at which steps would the new version have fired?
+        fires = []
+        steps = sorted({r.step for r in rows})
+        w = ctx.config.window_steps
+        for s in steps[w - 1::max(1, ctx.config.diagnose_every)]:
+            win = [r for r in rows if s - w < r.step <= s]
+            if setting.spec is not None:
+                fired = evaluate_spec(setting.spec, win).fired
+            else:
+                fired = bool(diag.evaluate(Window(run_id=ctx.run_id, step=s, rollouts=tuple(win)), params))
+            if fired:
+                fires.append(s)
+        figures["would_fire_at_steps"] = fires
+        if len(invalid) < self.min_invalid:
+            return BacktestOutcome(backtester=self.name, mode="offline", passed=None, figures=figures, n=len(invalid) + len(genuine),
+                                   version=self.version,
+                                   reasons=(f"no decision: {len(invalid)} audited invalid rollouts (< {self.min_invalid})",))
+        reasons = []
+        if figures["precision"] is None or figures["precision"] < cfg.min_precision:
+            reasons.append(f"precision {figures['precision']} < {cfg.min_precision}")
+        if figures["recall"] < cfg.min_recall:
+            reasons.append(f"recall {figures['recall']:.2f} < {cfg.min_recall}")
+        fpr = figures["false_positive_rate"]
+        if fpr is not None and fpr > cfg.max_false_positive:
+            reasons.append(f"flags {fpr:.0%} of genuinely correct rollouts (> {cfg.max_false_positive:.0%})")
+        passed = not reasons
+        if passed:
+            reasons.append(f"precision {figures['precision']:.2f}, recall {figures['recall']:.2f} against strict labels")
+        return BacktestOutcome(backtester=self.name, mode="offline", passed=passed, figures=figures,
+                               n=len(invalid) + len(genuine), reasons=tuple(reasons),
+                               evidence=tuple(sorted(flagged & invalid))[:50], version=self.version)
+
+
+def _mean(xs: list) -> Optional[float]:
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None

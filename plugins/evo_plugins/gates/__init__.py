@@ -1,0 +1,132 @@
+"""The standard gates (entry point ``evo_gates``).
+
+- ``validity``: vetoes. An active "invalid" diagnosis on the candidate, or a strict-oracle
+  failure, blocks promotion whatever the score. Vetoes outrank every other gate.
+- ``statistical``: an intervention passes only on backtest evidence — no failed backtest,
+  at least one decisive pass, and where an online A/B ran, its CI clears ``min_effect``
+  and the regression cap holds.
+- ``policy``: a checkpoint joins the main line only if held-out strict accuracy does not
+  fall. The fixed harness (a static human recipe) trusts the training reward instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from evo_core.harness.engine import strict_metric
+from evo_core.harness.types import Candidate, GateContext, GateDecision
+from evo_core.hookspecs import hookimpl
+
+
+class ValidityGate:
+    name, version = "validity", "1"
+    subjects = ("intervention", "policy")
+    default_params = {"max_invalid_rewarded": 0.25, "min_audited": 16, "reward_threshold": 0.5}
+
+    def decide(self, cand: Candidate, ctx: GateContext, params: Mapping[str, Any]) -> GateDecision:
+        p = {**self.default_params, **dict(params or {})}
+        if not ctx.config.evolving:
+            return GateDecision(gate=self.name, passed=True, abstain=True, version=self.version,
+                                reasons=("fixed harness: diagnoses are logged, not acted on",))
+        reasons: list[str] = []
+        figures: dict[str, Any] = {}
+        if cand.subject == "policy":
+            invalid = [d for d in ctx.diagnoses if d.severity == "invalid"]
+            if invalid:
+                figures["invalid_diagnoses"] = [d.event_id for d in invalid]
+                reasons.append("active invalid diagnoses: " + ", ".join(sorted({f"{d.kind}({d.diagnostic}@{d.diagnostic_version})"
+                                                                                 for d in invalid})))
+            aud = [r for r in cand.rollouts if r.strict_correct is not None and r.reward is not None
+                   and r.reward >= p["reward_threshold"]]
+            if len(aud) >= p["min_audited"]:
+                bad = sum(1 for r in aud if not r.strict_correct)
+                figures["rewarded_strict_failures"] = bad / len(aud)
+                if bad / len(aud) > p["max_invalid_rewarded"]:
+                    reasons.append(f"strict oracle rejects {bad}/{len(aud)} rewarded audited rollouts "
+                                   f"(> {p['max_invalid_rewarded']:.0%})")
+        else:
+            for o in cand.backtests:
+                new_invalid = o.figures.get("treatment_new_invalid")
+                if new_invalid:
+                    reasons.append(f"treatment branch shows new invalid diagnoses: {', '.join(new_invalid)}")
+        if reasons:
+            return GateDecision(gate=self.name, passed=False, veto=True, reasons=tuple(reasons), figures=figures,
+                                version=self.version)
+        return GateDecision(gate=self.name, passed=True, reasons=("no validity veto",), figures=figures, version=self.version)
+
+
+class StatisticalGate:
+    name, version = "statistical", "1"
+    subjects = ("intervention",)
+    default_params: Mapping[str, Any] = {}
+
+    def decide(self, cand: Candidate, ctx: GateContext, params: Mapping[str, Any]) -> GateDecision:
+        cfg = ctx.config.backtest
+        min_effect = float(params.get("min_effect", cfg.min_effect))
+        cap = float(params.get("regression_cap", cfg.regression_cap))
+        bts = list(cand.backtests)
+        if not bts:
+            return GateDecision(gate=self.name, passed=False, reasons=("no backtest ran",), version=self.version)
+        failed = [o for o in bts if o.passed is False]
+        if failed:
+            return GateDecision(gate=self.name, passed=False, version=self.version,
+                                reasons=tuple(f"{o.backtester}: {r}" for o in failed for r in o.reasons))
+        decisive = [o for o in bts if o.passed is True]
+        if not decisive:
+            return GateDecision(gate=self.name, passed=False, version=self.version,
+                                reasons=tuple(f"{o.backtester}: {r}" for o in bts for r in o.reasons) or ("no decision possible",))
+        online = [o for o in bts if o.mode == "online"]
+        for o in online:
+            if o.passed is None:
+                return GateDecision(gate=self.name, passed=False, version=self.version,
+                                    reasons=tuple(f"online: {r}" for r in o.reasons))
+            if o.ci is None or not o.ci[0] > min_effect:
+                return GateDecision(gate=self.name, passed=False, version=self.version,
+                                    reasons=(f"online CI {o.ci} does not clear {min_effect:+.3f}",))
+            wf = o.figures.get("worse_fraction")
+            if isinstance(wf, (int, float)) and wf > cap:
+                return GateDecision(gate=self.name, passed=False, version=self.version,
+                                    reasons=(f"regression cap: {wf:.0%} of items worse (> {cap:.0%})",))
+        return GateDecision(gate=self.name, passed=True, version=self.version,
+                            reasons=tuple(f"{o.backtester}: {o.reasons[-1] if o.reasons else 'passed'}" for o in decisive),
+                            figures={"ci": next((list(o.ci) for o in online if o.ci), None)})
+
+
+class PolicyGate:
+    name, version = "policy", "1"
+    subjects = ("policy",)
+    default_params = {"metric": None, "tolerance": 0.0, "trust": None, "reward_tolerance": 0.02}
+
+    def decide(self, cand: Candidate, ctx: GateContext, params: Mapping[str, Any]) -> GateDecision:
+        p = {**self.default_params, **dict(params or {})}
+        trust = p["trust"] or ("strict" if ctx.config.evolving else "train_reward")
+        if trust == "train_reward":
+            c, m = cand.train_reward, cand.main_train_reward
+            figs = {"trust": trust, "candidate_train_reward": c, "main_train_reward": m}
+            if c is None:
+                return GateDecision(gate=self.name, passed=False, figures=figs, version=self.version,
+                                    reasons=("no training reward since the last gate",))
+            if m is None or c >= m - p["reward_tolerance"]:
+                return GateDecision(gate=self.name, passed=True, figures=figs, version=self.version,
+                                    reasons=(f"training reward {c:.3f} >= main {m if m is not None else float('nan'):.3f} "
+                                             f"- {p['reward_tolerance']}",))
+            return GateDecision(gate=self.name, passed=False, figures=figs, version=self.version,
+                                reasons=(f"training reward fell: {c:.3f} < main {m:.3f} - {p['reward_tolerance']}",))
+        c, m = strict_metric(cand.eval, p["metric"]), strict_metric(cand.main_eval, p["metric"])
+        figs = {"trust": trust, "candidate_strict": c, "main_strict": m}
+        if c is None:
+            return GateDecision(gate=self.name, passed=False, figures=figs, version=self.version,
+                                reasons=("no held-out strict score for the candidate",))
+        if m is None or c >= m - p["tolerance"]:
+            return GateDecision(gate=self.name, passed=True, figures=figs, version=self.version,
+                                reasons=(f"held-out strict {c:.3f} >= main {m if m is not None else float('nan'):.3f}",))
+        return GateDecision(gate=self.name, passed=False, figures=figs, version=self.version,
+                            reasons=(f"held-out strict accuracy fell: {c:.3f} < main {m:.3f}",))
+
+
+__all__ = ["ValidityGate", "StatisticalGate", "PolicyGate"]
+
+
+@hookimpl
+def evo_register_gates():
+    return [ValidityGate(), StatisticalGate(), PolicyGate()]
