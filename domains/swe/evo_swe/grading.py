@@ -32,7 +32,7 @@ import structlog
 
 from evo_swe import junit
 from evo_swe.envs import EnvBuildError, EnvCache, PythonEnv, spec_for
-from evo_swe.executor import TreeExecutor, default_sandbox
+from evo_swe.executor import TreeExecutor, TreeRun, default_sandbox
 from evo_swe.repo import RepoError, apply_patch, copy_tree, export_tree, patch_paths, snapshot_repo
 from evo_swe.sanitize import (
     ResetReport,
@@ -182,33 +182,11 @@ class Grader:
                     return GradeReport(instance_id=task.instance_id, resolved=None, infra_error=f"task: {exc}", tampering=tamper, **not_run)
                 return GradeReport(instance_id=task.instance_id, resolved=False, patch_applied=False, patch_error=str(exc),
                                    tampering=tamper, **not_run)
-            cfg = root_config(work)
-            if cfg is None:
-                (work / "pytest.ini").write_text("[pytest]\n")
-                cfg = "pytest.ini"
-            junit_name = f".evo-junit-{secrets.token_hex(8)}.xml"
-            files = sorted({t.split("::", 1)[0] for t in f2p + p2p})
-            present = [f for f in files if (work / f).is_file()]
-            argv = [
-                str(env.python), "-m", "pytest", *task.test_cmd[1:],
-                "-p", "no:cacheprovider", "-o", "junit_family=xunit1", "-o", "junit_logging=no",
-                f"--junitxml={junit_name}", "-c", cfg, "--rootdir=.", "--continue-on-collection-errors", "-q", "-rfE",
-                "--", *present,
-            ]
-            run_env = {**env.env_vars(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "HOME": ".", "PYTHONPATH": "src" if (work / "src").is_dir() else ""}
             assert self.executor is not None
-            run = self.executor.run(work, argv, timeout=self.timeout, env=run_env, collect=[junit_name], max_output=8000, expose=[str(env.path)]) if present else None
+            files = sorted({t.split("::", 1)[0] for t in f2p + p2p})
+            run, outcomes, junit_problem = run_tests(self.executor, env, work, files, test_cmd=task.test_cmd, timeout=self.timeout)
         if run is not None and run.infra_error:
             return GradeReport(instance_id=task.instance_id, resolved=None, infra_error=run.infra_error, tampering=tamper, **not_run)
-        outcomes: dict[str, str] = {}
-        junit_problem = None
-        if run is not None and junit_name in run.collected:
-            try:
-                outcomes = junit.parse_junit(run.collected[junit_name])
-            except junit.JunitError as exc:
-                junit_problem = str(exc)
-        elif run is not None:
-            junit_problem = "pytest wrote no junit report"
         exit_code = run.exit_code if run is not None else None
         counts = junit.totals(outcomes)
         bad = counts[junit.FAILED] + counts[junit.ERROR]
@@ -242,6 +220,41 @@ class Grader:
             exit_code=exit_code, exit_code_consistent=consistent, timed_out=timed_out,
             log_tail=(run.output[-4000:] if run else "no test file of the task exists after the patch"),
         )
+
+
+def run_tests(
+    executor: TreeExecutor, env: PythonEnv, tree: Path, files: Sequence[str], *, test_cmd: Sequence[str] = ("pytest",),
+    timeout: float = 900.0,
+) -> tuple[Optional[TreeRun], dict[str, str], Optional[str]]:
+    """Run pytest on ``files`` (those that exist) over ``tree`` in the sandbox, with junit
+    XML. Returns (the run, ``{node id: outcome}``, a junit problem or None). Writes a blank
+    root ``pytest.ini`` when the tree has no root pytest configuration, so node ids are
+    always relative to the tree root."""
+    cfg = root_config(tree)
+    if cfg is None:
+        (tree / "pytest.ini").write_text("[pytest]\n")
+        cfg = "pytest.ini"
+    present = [f for f in files if (tree / f).is_file()]
+    if not present:
+        return None, {}, None
+    junit_name = f".evo-junit-{secrets.token_hex(8)}.xml"
+    argv = [
+        str(env.python), "-m", "pytest", *list(test_cmd)[1:],
+        "-p", "no:cacheprovider", "-o", "junit_family=xunit1", "-o", "junit_logging=no",
+        f"--junitxml={junit_name}", "-c", cfg, "--rootdir=.", "--continue-on-collection-errors", "-q", "-rfE",
+        "--", *present,
+    ]
+    run_env = {**env.env_vars(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "HOME": ".",
+               "PYTHONPATH": "src" if (tree / "src").is_dir() else ""}
+    run = executor.run(tree, argv, timeout=timeout, env=run_env, collect=[junit_name], max_output=8000, expose=[str(env.path)])
+    if run.infra_error:
+        return run, {}, None
+    if junit_name not in run.collected:
+        return run, {}, "pytest wrote no junit report"
+    try:
+        return run, junit.parse_junit(run.collected[junit_name]), None
+    except junit.JunitError as exc:
+        return run, {}, str(exc)
 
 
 def _mtime_of(repo: str) -> int:
