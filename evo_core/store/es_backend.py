@@ -111,19 +111,23 @@ class EsBackend:
 
     # writing
     def append_batch(self, batch: EncodedBatch) -> AppendResult:
-        for eid in batch.event_ids:
-            if " " in eid or "\n" in eid:
-                raise StoreError(f"event id {eid!r} contains whitespace")
+        ids = " ".join(batch.event_ids)
+        if ids.count(" ") != len(batch.event_ids) - 1 or "\n" in ids:
+            bad = next(e for e in batch.event_ids if " " in e or "\n" in e)
+            raise StoreError(f"event id {bad!r} contains whitespace")
         now = time.time()
         ts = b"%.6f" % now
         oid = stream_uuid(batch.stream)
         oid_key = self.rec.oid_param(oid)
         v0 = batch.expected_version
-        rows = [
-            (oid_key, v0 + i + 1, t, pack_state(h, sv, ts, eid, p))
-            for i, (t, sv, p, h, eid) in enumerate(
-                zip(batch.types, batch.schema_versions, batch.payloads, batch.hashes, batch.event_ids))
-        ]
+        crc = zlib.crc32
+        rows = []
+        add = rows.append
+        v = v0
+        for t, sv, p, h, eid in zip(batch.types, batch.schema_versions, batch.payloads, batch.hashes, batch.event_ids):
+            v += 1
+            head = b"%s %d %s %s" % (h.encode("ascii"), sv, ts, eid.encode("utf-8"))  # see pack_state
+            add((oid_key, v, t, b"%s %08x\n%s" % (head, crc(head), p)))
         try:
             positions = self.rec.insert_rows(oid, batch.stream, rows, new_stream=v0 == 0)
         except EsIntegrityError:
