@@ -63,7 +63,7 @@ class Extraction:
     candidates: tuple[str, ...]
     path: str
     unclosed_box: bool
-    list_answer: bool  # a box holds a top-level comma list (e.g. ``3, 4``)
+    list_answer: bool  # a box holds a comma list (``3, 4``) although gold is a single answer
 
     @property
     def boxed_count(self) -> int:
@@ -146,6 +146,7 @@ def clean_answer(content: str) -> str:
     ``1.5 * e - 8``."""
     s = content.strip()
     for _ in range(4):  # \boxed{\boxed{3}} and $...$ wrappers
+        s = s.rstrip(" .;")
         inner = find_boxes(s)
         if len(inner) == 1 and inner[0].closed and inner[0].start == 0 and inner[0].end == len(s):
             s = inner[0].content.strip()
@@ -237,6 +238,11 @@ def split_commas(answer: str) -> list[str]:
     while i < len(answer):
         c = answer[i]
         if c == "\\" and i + 1 < len(answer):
+            # \{ and \} delimit a set: brackets like any other; other escapes are skipped.
+            if answer[i + 1] == "{":
+                depth += 1
+            elif answer[i + 1] == "}":
+                depth = max(0, depth - 1)
             i += 2
             continue
         if c in _OPEN:
@@ -277,34 +283,46 @@ def _dedupe(items: list[str]) -> list[str]:
     return out
 
 
+def _multi_valued(gold: str) -> bool:
+    """Gold is a list, set, tuple, interval or ±-pair: anything with several values."""
+    if _THOUSANDS.fullmatch(gold.strip()):
+        return False
+    return "," in gold or "\\pm" in gold or "\\mp" in gold
+
+
 def extract(text: str, *, gold: Optional[str] = None) -> Extraction:
     """Find the response's final answers and the lenient candidates.
 
-    ``gold`` only decides whether a comma list in a box is suspicious (``list_answer``):
-    a list is a normal answer when the gold answer is itself a list."""
+    ``gold`` only decides how a comma list in a box counts: as one answer when the gold
+    answer is itself a list, as several (a hedge, ``list_answer``) when it is not."""
     if not isinstance(text, str):
         raise TypeError(f"response must be a string, got {type(text).__name__}")
     boxes = find_boxes(text)
     closed = [b for b in boxes if b.closed]
     unclosed = any(not b.closed for b in boxes)
 
+    # A comma list in a box is one answer when gold is a list too ("1, 2"), and a hedge
+    # ("3, 4" for gold 3) when it is not. Without a gold answer, lists stay whole.
+    gold_is_list = gold is None or _multi_valued(clean_answer(gold))
+    list_answer = False
     answers: list[str] = []
     for b in closed:
-        answers.extend(split_alternatives(clean_answer(b.content)))
+        for alt in split_alternatives(clean_answer(b.content)):
+            pieces = split_commas(alt)
+            if len(pieces) > 1 and not gold_is_list:
+                list_answer = True
+                answers.extend(pieces)
+            else:
+                answers.append(alt)
     answers = _dedupe(answers)
     final = clean_answer(closed[-1].content) if closed else None
 
-    gold_is_list = gold is not None and len(split_commas(clean_answer(gold))) > 1
-    list_answer = False
     candidates: list[str] = []
     if answers:
         path = "boxed"
         for a in answers:
             candidates.append(a)
-            pieces = split_commas(a)
-            if len(pieces) > 1:
-                list_answer = list_answer or not gold_is_list
-                candidates.extend(pieces)
+            candidates.extend(p for p in split_commas(a) if p != a)
     else:
         num = last_number(text)
         path = "last_number" if num is not None else "none"
