@@ -182,7 +182,8 @@ _GIT_HISTORY = re.compile(
     r"cat-file|fetch|pull|clone|remote|stash\s+list|for-each-ref|unpack-objects|verify-pack|count-objects)"
     r"|\.git/(objects|refs|logs|packed-refs|ORIG_HEAD|FETCH_HEAD)"
 )
-_OUTSIDE_WRITE = re.compile(r"(>>?|\btee\b(\s+-a)?|\b(cp|mv|install|ln|touch|mkdir|rm|chmod|chown|dd\b.*of=))\s*(?!/dev/null\b)(/(?!tmp\b)[^\s;|&]*|~|\.\./)")
+_REDIRECT = re.compile(r"(?:>>?|>\|)\s*([^\s;|&<>]+)")
+_WRITERS = {"cp", "mv", "install", "ln", "touch", "mkdir", "rm", "rmdir", "chmod", "chown", "tee", "dd", "truncate", "rsync"}
 
 
 def git_history_access(command: str) -> bool:
@@ -190,7 +191,28 @@ def git_history_access(command: str) -> bool:
     return bool(_GIT_HISTORY.search(command))
 
 
+def _outside(path: str) -> bool:
+    path = path.strip("'\"")
+    if path.startswith("of="):
+        path = path[3:]
+    if path in ("/dev/null", "/dev/stdout", "/dev/stderr") or path.startswith(("/tmp/", "/repo/")) or path in ("/tmp", "/repo"):
+        return False
+    return path.startswith(("/", "~", "../")) or path == ".." or "/../" in path and path.startswith("..")
+
+
 def outside_write(command: str) -> bool:
-    """A heuristic: does a shell command write to an absolute path outside the workspace
-    (other than ``/tmp`` and ``/dev/null``) or climb out with ``../``?"""
-    return bool(_OUTSIDE_WRITE.search(command))
+    """A heuristic: does a shell command write to a path outside the workspace (an absolute
+    path other than ``/tmp``, ``/repo`` and ``/dev/null``, ``~``, or ``../``)? Looks at
+    redirections and at the arguments of file-writing commands."""
+    import shlex
+
+    if any(_outside(m.group(1)) for m in _REDIRECT.finditer(command)):
+        return True
+    for part in re.split(r"&&|\|\||[;|\n]", command):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            words = part.split()
+        if words and words[0].rsplit("/", 1)[-1] in _WRITERS and any(_outside(w) for w in words[1:] if not w.startswith("-") or w.startswith("of=")):
+            return True
+    return False
