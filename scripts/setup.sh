@@ -15,7 +15,8 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ "${EVO_REINSTALL:-0}"
 fi
 "$VPY" -m pip install -q --upgrade pip
 "$VPY" -m pip install -q "torch==2.13.0"
-extras="postgres,sinks,parquet,test"
+# deepspeed: the 2-rank ZeRO test (CPU accelerator + gloo, no op is compiled); lora: peft for adapter sync
+extras="postgres,sinks,parquet,test,deepspeed,lora"
 "$VPY" -m pip install -q -e ".[${extras}]"
 for d in domains/*/ examples/*/; do
   [ -f "$d/pyproject.toml" ] && "$VPY" -m pip install -q -e "$d"

@@ -204,10 +204,29 @@ def init_distributed(accelerator: str = "auto", *, timeout_s: float = 300.0) -> 
     if not dist.is_initialized():
         from deepspeed.accelerator import get_accelerator
 
+        if get_accelerator().device_name() == "cpu" and os.environ.get("EVO_DS_CPU_SHM") != "1":
+            _skip_cpu_shm_op()
         backend = get_accelerator().communication_backend_name()
         ds.init_distributed(dist_backend=backend, timeout=datetime.timedelta(seconds=timeout_s),
                             auto_mpi_discovery=False)
     return dist.get_rank(), dist.get_world_size()
+
+
+def _skip_cpu_shm_op() -> None:
+    """DeepSpeed's CPU backend JIT-compiles a shared-memory all-reduce (C++ via ninja,
+    ~40 s on 2 cores, and it needs a compiler) on every first init. It only speeds up
+    *inference* all-reduce; training collectives go through gloo either way. Marking
+    the op incompatible makes DeepSpeed skip the build (its own code checks this table).
+    Set EVO_DS_CPU_SHM=1 to build and use it."""
+    try:
+        import deepspeed.ops as ops
+        from deepspeed.accelerator import get_accelerator
+
+        builder = get_accelerator().create_op_builder("ShareMemCommBuilder")
+        if builder is not None and isinstance(getattr(ops, "__compatible_ops__", None), dict):
+            ops.__compatible_ops__[builder.NAME] = False
+    except Exception:  # an internal layout change: fall back to DeepSpeed's default
+        pass
 
 
 @attrs.define
