@@ -119,20 +119,21 @@ def diff_against(pristine: Path, worktree: Path) -> str:
 
     Uses the pristine repository's object store with a throw-away index, so nothing in the
     worktree's own ``.git`` (which the agent controls) is consulted."""
-    excl = Path(tempfile.mkstemp(prefix="evo-swe-excl-")[1])
-    idx = Path(tempfile.mkstemp(prefix="evo-swe-index-")[1])
+    scratch = Path(tempfile.mkdtemp(prefix="evo-swe-diff-"))
+    excl, idx, objs = scratch / "exclude", scratch / "index", scratch / "objects"
     try:
         excl.write_text(_NOISE)
-        idx.unlink()
-        env = {"GIT_INDEX_FILE": str(idx), "GIT_DIR": str(pristine / ".git"), "GIT_WORK_TREE": str(worktree)}
+        objs.mkdir()
+        # New blobs go to a scratch object store; the pristine one is only read.
+        env = {"GIT_INDEX_FILE": str(idx), "GIT_DIR": str(pristine / ".git"), "GIT_WORK_TREE": str(worktree),
+               "GIT_OBJECT_DIRECTORY": str(objs), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(pristine / ".git" / "objects")}
         opts = ["-c", f"core.excludesFile={excl}"]
         git([*opts, "read-tree", "HEAD"], cwd=worktree, env=env)
         git([*opts, "add", "-A", "."], cwd=worktree, env=env)
         out = git([*opts, "diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", "HEAD"], cwd=worktree, env=env)
         return out.stdout.decode("utf-8", "surrogateescape")
     finally:
-        for p in (excl, idx):
-            p.unlink(missing_ok=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def patch_paths(patch: str) -> list[str]:
