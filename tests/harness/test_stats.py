@@ -1,0 +1,26 @@
+from evo_core.harness.stats import paired_bootstrap, slope
+
+
+def test_paired_bootstrap_detects_a_real_gain():
+    control = {f"i{k}": float(k % 2) for k in range(100)}
+    treat = {k: 1.0 for k in control}
+    b = paired_bootstrap(control, treat, n_boot=500, seed=1)
+    assert b.n == 100 and b.mean_diff == 0.5 and b.ci[0] > 0.3 and b.worse == 0
+
+
+def test_paired_bootstrap_includes_zero_without_effect():
+    control = {f"i{k}": float(k % 2) for k in range(100)}
+    treat = {f"i{k}": float((k // 2) % 2) for k in range(100)}  # same mean, different items
+    b = paired_bootstrap(control, treat, n_boot=500, seed=1)
+    assert b.ci[0] < 0 < b.ci[1] and b.worse == 25 and b.better == 25
+
+
+def test_pairing_only_on_shared_items():
+    assert paired_bootstrap({"a": 1.0}, {"b": 1.0}) is None
+    b = paired_bootstrap({"a": 0.0, "b": 1.0}, {"b": 1.0, "c": 0.0}, n_boot=50)
+    assert b.n == 1 and b.items == ("b",)
+
+
+def test_slope():
+    assert slope([1, 2, 3], [1, 2, 3]) == 1.0
+    assert slope([1, 1], [0, 5]) is None and slope([1], [1]) is None
