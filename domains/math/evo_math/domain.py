@@ -33,7 +33,7 @@ class MathDomain:
         *,
         timeout_s: float = 5.0,
         workers: Optional[int] = None,
-        memory_mb: int = 4096,
+        memory_mb: int = 2048,
         prompt_template: str = DEFAULT_TEMPLATE,
         pool: Optional[VerifierPool] = None,
         cache_size: int = 4096,

@@ -32,7 +32,21 @@ from typing import Any, Optional, Sequence
 import attrs
 import structlog
 
-log = structlog.get_logger("evo_math.pool")
+
+
+class _Log:
+    """Warnings go to the app's structlog setup; unconfigured, to stderr — never to stdout,
+    where ``evo grade math`` and the benchmarks print their JSON."""
+
+    def __getattr__(self, level: str) -> Any:
+        if structlog.is_configured():
+            logger = structlog.get_logger("evo_math.pool")
+        else:
+            logger = structlog.wrap_logger(structlog.PrintLogger(sys.stderr))
+        return getattr(logger, level)
+
+
+log = _Log()
 
 OK = "ok"
 TIMEOUT = "timeout"
@@ -176,7 +190,7 @@ class VerifierPool:
         timeout_s: float = 5.0,
         grace_s: float = 1.0,
         depth: int = 8,
-        memory_mb: int = 4096,
+        memory_mb: int = 2048,
         soft_timeout: bool = True,
         start_timeout_s: float = 120.0,
         python: Optional[str] = None,
@@ -475,7 +489,7 @@ _shared: dict[tuple[Any, ...], VerifierPool] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_pool(workers: Optional[int] = None, timeout_s: float = 5.0, memory_mb: int = 4096) -> VerifierPool:
+def shared_pool(workers: Optional[int] = None, timeout_s: float = 5.0, memory_mb: int = 2048) -> VerifierPool:
     """The process-wide pool for a configuration (created on first use, closed at exit)."""
     n = workers if workers is not None else max(1, min(4, os.cpu_count() or 1))
     key = (n, float(timeout_s), memory_mb, os.getpid())
