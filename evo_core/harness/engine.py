@@ -239,7 +239,11 @@ class HarnessEngine:
             version = str(params.pop("version", "")) or ""
             spec = params.pop("spec", None)
             out[name] = DiagnosticSetting(name, version, params, spec)
-        out.update(state.diagnostics)
+        for name, setting in state.diagnostics.items():
+            if setting.source == "config" and setting.spec is None:
+                # configured, never revised: the code's own version names it
+                setting = DiagnosticSetting(name, "", dict(setting.params), None, "config", setting.since_harness_version)
+            out[name] = setting
         return out
 
     def resolve_diagnostic(self, setting: DiagnosticSetting) -> Optional[Any]:

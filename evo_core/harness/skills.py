@@ -20,32 +20,50 @@ class SkillSourceError(ValueError):
     """A ``skills_from`` entry or a skill file cannot be read."""
 
 
+LIBRARY_STREAM = "skills-library"  # skills imported into a store outside any run
+LIBRARY_RUN = "skills-library"
+
+
 def skills_in_store(store: Any, runs: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
-    """Every skill registered in ``store`` (per run, folded: use counts and retirement)."""
-    from evo_core.store import run_stream
+    """Every skill in ``store``: registered by a run or imported into its library.
 
-    out: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for run in (list(runs) if runs is not None else store.runs()):
-        state: HarnessState = fold(store.events(run_stream(run)))
-        for sk in state.skills.values():
-            if sk.skill_id in seen:
-                continue
-            seen.add(sk.skill_id)
-            out.append({"skill_id": sk.skill_id, "name": sk.name, "bundle": sk.bundle, "uses": sk.uses,
-                        "retired": sk.retired, "source_run": sk.source_run or run, "run": run,
-                        "provenance": _provenance(store, run, sk.skill_id)})
-    return out
-
-
-def _provenance(store: Any, run: str, skill_id: str) -> dict[str, Any]:
+    ``uses`` sums promotions of the skill across runs; ``retired`` is true when any run
+    retired it; ``run`` is where it was first registered."""
     from evo_core.store import run_stream
     from evo_events import SkillRegistered
 
-    for ev in store.events(run_stream(run)):
-        if isinstance(ev, SkillRegistered) and ev.skill_id == skill_id:
-            return dict(ev.provenance)
-    return {}
+    out: dict[str, dict[str, Any]] = {}
+    streams = [(LIBRARY_RUN, LIBRARY_STREAM)] if runs is None else []
+    streams += [(r, run_stream(r)) for r in (list(runs) if runs is not None else store.runs())]
+    for run, stream in streams:
+        events = list(store.events(stream))
+        if not events:
+            continue
+        state: HarnessState = fold(events)
+        provenance = {e.skill_id: dict(e.provenance) for e in events if isinstance(e, SkillRegistered)}
+        for sk in state.skills.values():
+            row = out.get(sk.skill_id)
+            if row is None:
+                out[sk.skill_id] = {"skill_id": sk.skill_id, "name": sk.name, "bundle": sk.bundle, "uses": sk.uses,
+                                    "retired": sk.retired, "source_run": sk.source_run or run, "run": run,
+                                    "provenance": provenance.get(sk.skill_id, {})}
+            else:
+                row["uses"] += sk.uses
+                row["retired"] = row["retired"] or sk.retired
+    return list(out.values())
+
+
+def import_skills(store: Any, skills: list[dict[str, Any]]) -> int:
+    """Register skills (from a skill file) in the store's library stream; known ids are skipped."""
+    from evo_events import SkillRegistered
+
+    have = {s["skill_id"] for s in skills_in_store(store)}
+    new = [SkillRegistered(run_id=LIBRARY_RUN, skill_id=s["skill_id"], name=s["name"], bundle=dict(s["bundle"]),
+                           provenance=dict(s.get("provenance") or {}), source_run=s.get("source_run"))
+           for s in skills if s["skill_id"] not in have]
+    if new:
+        store.append(LIBRARY_STREAM, new, expected_version=store.stream_version(LIBRARY_STREAM))
+    return len(new)
 
 
 def export_skills(skills: list[dict[str, Any]], path: str | Path) -> int:
