@@ -19,6 +19,7 @@ Replay reads the source run only. Results go to a separate stream
 from __future__ import annotations
 
 import datetime as _dt
+import inspect
 import uuid
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -458,12 +459,18 @@ class ReplayEngine:
                                     figures=dict(b.figures), ci=tuple(b.ci) if b.ci else None, n=b.n,  # type: ignore[attr-defined]
                                     reasons=b.reasons, evidence=b.evidence, version=b.emitted_by.version)  # type: ignore[attr-defined]
                     for b in dec.backtests)
+        evals = [e for e in (window.evals if window is not None else ()) if e.step <= dec.step and e.branch == "main"]
         cand = Candidate(subject=dec.subject, subject_id=dec.subject_id, step=dec.step, proposal=proposal, backtests=bts,
+                         eval=evals[-1] if evals else None,
                          rollouts=tuple(window.rollouts) if window is not None else ())
         cfg = attrs.evolve(self.hcfg, gates={**self.hcfg.gates, g.name: g.params})
         ctx = GateContext(run_id=self.run_id, step=dec.step, state=dec.state or HarnessState(), config=cfg, diagnoses=tuple(active))
+        subjects = getattr(g.impl, "subjects", None)
+        if subjects is not None and dec.subject not in subjects:
+            return None
         try:
-            res = g.impl.decide(cand, ctx)
+            n_args = len(inspect.signature(g.impl.decide).parameters)
+            res = g.impl.decide(cand, ctx, g.params) if n_args >= 3 else g.impl.decide(cand, ctx)
         except Exception as exc:
             raise AuditError(f"gate {g.name} {g.version} failed on decision {dec.event_id}: {type(exc).__name__}: {exc}") from None
         if getattr(res, "abstain", False):
