@@ -1,0 +1,117 @@
+"""One implementation test per hookspec: a plugin implementing the hook is collected or called.
+
+The harness hooks are exercised in depth elsewhere (test_interventions, test_engine); here
+each hook gets a minimal third-party-style plugin so that a broken spec or manager shows up."""
+
+from typing import Any
+
+import attrs
+
+from evo_core.api import Completion, RolloutBatch, RolloutItem, Task, Verdict
+from evo_core.hookspecs import hookimpl
+from evo_core.state import HarnessState
+from evo_events import Event, event_type
+
+
+@event_type("hooktest.Thing", version=1)
+@attrs.frozen(kw_only=True)
+class Thing(Event):
+    x: int = 0
+
+
+class _Named:
+    def __init__(self, name):
+        self.name, self.version = name, "1"
+
+
+class Everything:
+    def __init__(self):
+        self.seen: list[tuple[str, Any]] = []
+
+    @hookimpl
+    def evo_register_event_types(self):
+        return [Thing]
+
+    @hookimpl
+    def evo_register_domains(self):
+        return [_Named("hooktest_domain")]
+
+    @hookimpl
+    def evo_register_diagnostics(self):
+        return [_Named("hooktest_diag")]
+
+    @hookimpl
+    def evo_register_interventions(self):
+        return [_Named("hooktest_iv")]
+
+    @hookimpl
+    def evo_register_proposers(self):
+        return [_Named("hooktest_prop")]
+
+    @hookimpl
+    def evo_register_backtesters(self):
+        return [_Named("hooktest_bt")]
+
+    @hookimpl
+    def evo_register_gates(self):
+        return [_Named("hooktest_gate")]
+
+    @hookimpl
+    def evo_register_sinks(self, config):
+        return [_Named(f"sink:{config.get('x')}")]
+
+    @hookimpl
+    def evo_register_commands(self, app):
+        self.seen.append(("commands", app))
+
+    @hookimpl
+    def evo_task_weights(self, tasks, state, step):
+        return {tasks[0].task_id: 0.5}
+
+    @hookimpl
+    def evo_prompt_hint(self, task, state):
+        return f"hint for {task.task_id}"
+
+    @hookimpl
+    def evo_hyperparameters(self, params, state, step):
+        return {"temperature": params["temperature"] + step}
+
+    @hookimpl
+    def evo_transform_rewards(self, batch, state):
+        for it in batch.items:
+            if it.reward is not None:
+                it.reward *= 0.5
+
+    @hookimpl
+    def evo_filter_rollouts(self, batch, state):
+        batch.items[0].mask = False
+
+    @hookimpl
+    def evo_on_events(self, run_id, events):
+        self.seen.append(("events", run_id, len(events)))
+
+
+def test_every_hook_is_collected_or_called(evo_plugins, evo_plugin):
+    p = Everything()
+    pm = evo_plugin(p, name="hooktest")
+    from evo_events.base import event_class
+
+    assert event_class("hooktest.Thing") is Thing
+    assert "hooktest_domain" in pm.domains() and "hooktest_diag" in pm.diagnostics()
+    assert "hooktest_iv" in pm.interventions() and "hooktest_prop" in pm.proposers()
+    assert "hooktest_bt" in pm.backtesters() and "hooktest_gate" in pm.gates()
+    assert any(s.name == "sink:7" for s in pm.sinks({"x": 7}))
+    pm.call("evo_register_commands", app="APP")
+    assert ("commands", "APP") in p.seen
+    s, t = HarnessState(), Task(task_id="a", prompt="")
+    assert {"a": 0.5} in pm.call("evo_task_weights", tasks=[t], state=s, step=1)
+    assert "hint for a" in pm.call("evo_prompt_hint", task=t, state=s)
+    assert {"temperature": 3.0} in pm.call("evo_hyperparameters", params={"temperature": 1.0}, state=s, step=2)
+    items = [RolloutItem(rollout_id=str(i), group_id="g", task=t, completion=Completion(text=""),
+                         verdict=Verdict(reward=1.0, correct=True), reward=1.0) for i in range(2)]
+    batch = RolloutBatch(step=1, items=items)
+    pm.call("evo_transform_rewards", batch=batch, state=s)
+    pm.call("evo_filter_rollouts", batch=batch, state=s)
+    assert [i.reward for i in items] == [0.5, 0.5] and [i.mask for i in items] == [False, True]
+    pm.call("evo_on_events", run_id="r", events=[Thing(run_id="r", x=1)])
+    assert ("events", "r", 1) in p.seen
