@@ -25,6 +25,15 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return fail(message, code)
 
 
+def _error(exc: BaseException) -> typer.Exit:
+    """One line for the user; with ``--debug`` the original exception and its traceback."""
+    from evo_core.cli import app as _app
+
+    if _app._DEBUG:
+        raise exc
+    return _fail(str(exc))
+
+
 def open_existing(url: Optional[str]):
     """Open a store for reading; a SQLite URL whose file does not exist is an error, not a new store."""
     url = url or default_url()
@@ -111,7 +120,7 @@ def register(app: typer.Typer) -> None:
             st = open_existing(store)
             rows = run_rows(st)
         except StoreError as exc:
-            raise _fail(str(exc))
+            raise _error(exc)
         if as_json:
             print(json.dumps(rows, indent=2))
             return
@@ -161,7 +170,7 @@ def register(app: typer.Typer) -> None:
                     table.add_row(str(rec.version), str(rec.position), rec.type.removeprefix("evo."),
                                   str(getattr(ev, "step", "")), _summary(ev))
         except (StoreError, LookupError, ValueError) as exc:
-            raise _fail(str(exc))
+            raise _error(exc)
         if table is not None:
             out.print(table)
 
@@ -181,7 +190,7 @@ def register(app: typer.Typer) -> None:
             _check_run(st, run)
             state = checkout(st, run, at, use_snapshots=not no_snapshots)
         except StoreError as exc:
-            raise _fail(str(exc))
+            raise _error(exc)
         s = state_summary(state)
         if as_json:
             print(json.dumps(s, indent=2, ensure_ascii=False))
@@ -224,7 +233,7 @@ def register(app: typer.Typer) -> None:
             _check_run(st, run)
             d = diff_states(checkout(st, run, h1), checkout(st, run, h2))
         except StoreError as exc:
-            raise _fail(str(exc))
+            raise _error(exc)
         if as_json:
             print(json.dumps(d, indent=2, ensure_ascii=False))
             return
@@ -268,7 +277,7 @@ def register(app: typer.Typer) -> None:
                 _check_run(st, run)
             rep = st.verify([run_stream(run)] if run else None, check_blobs=not no_blobs)
         except StoreError as exc:
-            raise _fail(str(exc))
+            raise _error(exc)
         if as_json:
             import attrs
 
