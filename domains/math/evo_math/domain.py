@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import hashlib
 import threading
 from typing import Any, Mapping, Optional, Sequence
 
@@ -83,7 +84,9 @@ class MathDomain:
         return check_mode(task.meta.get("verify_mode", self.verifier)) if task.meta else self.verifier
 
     def _graded(self, pairs: Sequence[tuple[Task, Completion]]) -> list[Graded]:
-        keys = [(str(t.gold), c.text) for t, c in pairs]
+        # Keyed by a digest: responses can be long, and the cache should not hold them.
+        keys = [(str(t.gold), hashlib.blake2b(c.text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest())
+                for t, c in pairs]
         out: list[Optional[Graded]] = []
         with self._cache_lock:
             for k in keys:

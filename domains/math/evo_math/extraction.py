@@ -206,10 +206,14 @@ def split_alternatives(answer: str) -> list[str]:
     are separate final answers (a hedge). Words inside ``\\text{...}`` other than a lone
     "or" are left alone."""
     cuts: list[tuple[int, int]] = []
+    spans = None  # computed once, only if a bare "or" shows up (keeps this linear)
     for m in _OR_SPLIT.finditer(answer):
         if m.group(0).startswith("\\"):
             cuts.append(m.span())
-        elif any(a <= m.start() and m.end() <= b for a, b in _top_level_spans(answer)):
+            continue
+        if spans is None:
+            spans = _top_level_spans(answer)
+        if any(a <= m.start() and m.end() <= b for a, b in spans):
             cuts.append(m.span())
     if not cuts:
         return [answer]
@@ -307,7 +311,11 @@ def extract(text: str, *, gold: Optional[str] = None) -> Extraction:
     list_answer = False
     answers: list[str] = []
     for b in closed:
-        for alt in split_alternatives(clean_answer(b.content)):
+        content = clean_answer(b.content)
+        if len(content) > MAX_ANSWER_CHARS:  # junk, not an answer list: one (unverified) answer
+            answers.append(content)
+            continue
+        for alt in split_alternatives(content):
             pieces = split_commas(alt)
             if len(pieces) > 1 and not gold_is_list:
                 list_answer = True

@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 import attrs
 
 from evo_core.api import Verdict
-from evo_math.extraction import MAX_ANSWER_CHARS, MODES, Extraction, clean_answer, extract, find_boxes
+from evo_math.extraction import MAX_ANSWER_CHARS, MAX_CANDIDATES, MODES, Extraction, clean_answer, extract, find_boxes
 from evo_math.pool import PoolError, VerifierPool, VerifyJob, VerifyResult, shared_pool
 
 PREVIEW_CHARS = 200
@@ -80,7 +80,11 @@ def _plan(ext: Extraction, gold: str) -> _Plan:
             cands.append(s)
         return index[s]
 
-    answer_slots = tuple(slot(a) for a in ext.answers)
+    # Only the last answers are grouped by math-verify (pairwise comparisons grow
+    # quadratically); earlier ones count as distinct, which only matters when there are
+    # already more than MAX_CANDIDATES of them, i.e. a hedge either way.
+    first = max(0, len(ext.answers) - MAX_CANDIDATES)
+    answer_slots = tuple(None if i < first else slot(a) for i, a in enumerate(ext.answers))
     n_answers = len(cands)
     cand_slots = tuple(slot(c) for c in ext.candidates)
     job = VerifyJob(gold, tuple(cands), n_answers) if cands else None

@@ -150,3 +150,10 @@ def test_grade_cli_verdict():
 def test_grade_cli_bad_input(gold, response, mode, match):
     with pytest.raises(ValueError, match=match):
         grade_cli(gold, response, mode)
+
+
+def test_hundreds_of_boxes_are_a_hedge_not_an_infra_error(domain):
+    text = " ".join(f"\\boxed{{{i}}}" for i in range(200))
+    o = domain.oracle(task("199"), Completion(text=text))
+    assert o.infra_error is None and o.reward == 0.0
+    assert o.signals["hedged"] and o.signals["answer_count"] == 200

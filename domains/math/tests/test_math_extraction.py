@@ -161,3 +161,20 @@ def test_last_number_is_a_number_from_the_text(text):
     if num is not None:
         assert re.fullmatch(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?", num)
         assert num.replace("/", "") in re.sub(r"\s+", "", text).replace("/", "")
+
+
+@pytest.mark.timeout(30)  # a hang guard, not a speed assertion: these are linear-time scans
+@pytest.mark.parametrize(
+    "text,answers,path",
+    [
+        ("\\boxed{" + "x or " * 20000 + "}", 1, "boxed"),  # too long to be an answer list
+        ("\\boxed{" + "1, " * 50000 + "}", 1, "boxed"),
+        ("3 " * 200000, 0, "last_number"),
+        ("\\boxed{" * 50000, 0, "none"),
+        ("{" * 100000 + "\\boxed{3}", 1, "boxed"),
+    ],
+    ids=["many-ors", "huge-list", "many-numbers", "many-open-boxes", "unbalanced-noise"],
+)
+def test_adversarial_sizes_stay_linear(text, answers, path):
+    ext = extract(text, gold="3")
+    assert (len(ext.answers), ext.path) == (answers, path)
