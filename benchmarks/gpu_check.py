@@ -81,7 +81,7 @@ def main() -> None:
         out = engine.module(input_ids=ids, labels=ids, use_cache=False)
         engine.backward(out.loss)
         engine.step()
-        return float(out.loss)
+        return float(out.loss.detach())
 
     def sync() -> None:
         if not cpu:
