@@ -48,33 +48,43 @@ env.update(cfg["env"])
 env["PWD"] = os.path.join(root, cfg["cwd"])
 t0 = time.monotonic()
 timed_out = False
-try:
-    proc = subprocess.Popen(cfg["argv"], cwd=env["PWD"], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-except OSError as exc:
-    proc, out, code = None, ("cannot start %%r: %%s" %% (cfg["argv"][0], exc)).encode(), 127
+# Output goes to a file, not a pipe: a background child that keeps the pipe open must not
+# make us wait past the command's own exit.
+out_path = os.path.abspath("__evo_out")
+with open(out_path, "wb") as out_fh:
+    try:
+        proc = subprocess.Popen(cfg["argv"], cwd=env["PWD"], env=env, stdin=subprocess.DEVNULL,
+                                stdout=out_fh, stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        proc = None
+        out_fh.write(("cannot start %%r: %%s" %% (cfg["argv"][0], exc)).encode())
+        code = 127
 if proc is not None:
     try:
-        out, _ = proc.communicate(timeout=cfg["timeout"])
+        code = proc.wait(timeout=cfg["timeout"])
     except subprocess.TimeoutExpired:
         timed_out = True
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             pass
-        out, _ = proc.communicate()
-    code = proc.returncode
+        code = proc.wait()
     try:  # background children left in the group die with the command
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
         pass
 wall = time.monotonic() - t0
 cap = cfg["max_output"]
-truncated = len(out) > cap
-if truncated:
-    head = out[: cap // 2]
-    tail = out[-(cap - cap // 2):]
-    out = head + ("\n... [%%d bytes truncated] ...\n" %% (len(out) - cap)).encode() + tail
+size = os.path.getsize(out_path)
+truncated = size > cap
+with open(out_path, "rb") as fh:
+    if truncated:
+        head = fh.read(cap // 2)
+        fh.seek(size - (cap - cap // 2))
+        out = head + ("\n... [%%d bytes truncated] ...\n" %% (size - cap)).encode() + fh.read()
+    else:
+        out = fh.read()
+os.remove(out_path)
 res = {"exit": code, "timed_out": timed_out, "output": out.decode("utf-8", "replace"), "truncated": truncated, "wall": wall}
 coll = {}
 for name in cfg["collect"]:

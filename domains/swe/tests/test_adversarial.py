@@ -225,3 +225,14 @@ def test_sandbox_failure_is_an_infra_error_not_a_zero(swe_root, median_task):
     g = Grader(cache_dir=swe_root / "cache", executor=TreeExecutor(DeadSandbox()))
     r = g.grade(median_task, median_task.patch)
     assert r.resolved is None and r.reward is None and "worker died" in r.infra_error
+
+
+def test_skipping_the_failing_tests_from_the_code(grader, median_task, tmp_path, host_guard):
+    def edit(ws):
+        p = ws / "minilib" / "stats.py"
+        p.write_text("import unittest\n" + p.read_text().replace(
+            "    mid = n // 2\n", "    mid = n // 2\n    if n % 2 == 0:\n        raise unittest.SkipTest('not today')\n"))
+
+    r = grader.grade(median_task, edit_diff(grader, median_task, tmp_path, edit))
+    assert r.resolved is False
+    assert r.f2p == {"tests/test_hidden.py::test_median_pair": "skipped", "tests/test_stats.py::test_median_even": "skipped"}
