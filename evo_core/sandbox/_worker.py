@@ -46,7 +46,20 @@ PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 UID_BASE, UID_SPAN = 231000, 4000
 OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory")
 PRIVATE_TMPS = ("/tmp", "/var/tmp", "/dev/shm")  # fresh, writable, private per job
-HIDDEN_DEFAULT = ("/root", "/home")  # replaced by an empty read-only tmpfs
+# Top-level directories a program may see (read-only to it: root-owned). Every other
+# top-level directory (/work, /home, /root, /opt, /srv, /var, /run, ...) is covered by an
+# empty tmpfs, so datasets, checkouts and secrets elsewhere are invisible. The
+# interpreter's own installation, the job's workdir and ``expose_paths`` are bound back.
+VISIBLE_TOP = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys", "tmp")
+
+
+def _hidden_tops():
+    out = []
+    for n in sorted(os.listdir("/")):
+        p = "/" + n
+        if n not in VISIBLE_TOP and os.path.isdir(p) and not os.path.islink(p):
+            out.append(p)
+    return out
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -111,9 +124,11 @@ class Worker:
         os.chmod(os.path.dirname(self.root), 0o711)
         os.chmod(self.root, 0o711)
         self.counter = 0
-        self.interpreter_paths = sorted(
-            {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))}
-        )
+        interp = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+        venv = os.path.dirname(os.path.dirname(sys.executable))  # -S: site never set sys.prefix
+        if os.path.exists(os.path.join(venv, "pyvenv.cfg")):
+            interp.add(venv)
+        self.interpreter_paths = sorted({os.path.realpath(p) for p in interp} | {p for p in interp})
         self._setup()
 
     # -- start-up ------------------------------------------------------------------------
@@ -203,7 +218,14 @@ class Worker:
 
     # -- one job -------------------------------------------------------------------------
     def run(self, job):
-        needs_host = bool(job.get("workdir") or job.get("hide_paths") or job.get("expose_paths"))
+        argv0 = (job.get("argv") or [""])[0]
+        needs_host = bool(
+            job.get("workdir")
+            or job.get("hide_paths")
+            or job.get("expose_paths")
+            # an absolute command this (private) namespace cannot see: bind it per job
+            or (os.path.isabs(argv0) and not os.path.exists(argv0))
+        )
         if self.priv_mnt_fd is None:
             return self._run(job, self.root, per_job_mounts=bool(self.cfg.get("mountns", True) and os.geteuid() == 0))
         if not needs_host:
@@ -292,7 +314,7 @@ class Worker:
                 _check(_libc.setns(self.host_net_fd, CLONE_NEWNET), "setns(host net)")
             os.chdir(workdir)
             if self.per_job_mounts:
-                self._private_mounts(workdir, job.get("hide_paths", ()), job.get("expose_paths", ()))
+                self._private_mounts(workdir, job.get("hide_paths", ()), job.get("expose_paths", ()), _argv_paths(job.get("argv")))
             if job.get("cwd"):
                 os.chdir(job["cwd"])
             os.dup2(in_fd, 0)
@@ -331,22 +353,29 @@ class Worker:
         os.close(st_w)
         _exec_python(job["code"], env)
 
-    def _private_mounts(self, workdir, hide_paths, expose_paths):
+    def _private_mounts(self, workdir, hide_paths, expose_paths, argv_paths=()):
         _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        hidden = [(p, "1777") for p in PRIVATE_TMPS] + [(p, "0755") for p in (*HIDDEN_DEFAULT, *hide_paths)]
-        hidden = [(os.path.realpath(p), mode) for p, mode in hidden if os.path.isdir(p)]
+        hidden = [(p, "0755") for p in (*_hidden_tops(), *hide_paths) if os.path.isdir(p)]
+        hidden = [(os.path.realpath(p), mode) for p, mode in hidden] + [(p, "1777") for p in PRIVATE_TMPS]
+        hidden.sort(key=lambda hm: hm[0].count("/"))  # parents first: /var before /var/tmp
         # Paths that must stay visible although under a hidden one: held open by fd,
         # which survives being mounted over, and bound back at their own path afterwards.
-        wanted = [p for p in (workdir, *self.interpreter_paths, *expose_paths) if p]
+        wanted = [p for p in (workdir, *self.interpreter_paths, *expose_paths, *argv_paths) if p]
         keep = []
         for path in wanted:
             path = os.path.realpath(path)
             if os.path.exists(path) and any(path == h or path.startswith(h.rstrip("/") + "/") for h, _ in hidden):
                 keep.append((path, os.open(path, os.O_PATH)))
         for path, mode in hidden:
+            if not os.path.isdir(path):
+                os.makedirs(path, exist_ok=True)  # e.g. /var/tmp inside the tmpfs over /var
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=" + mode)
+        keep.sort(key=lambda pf: pf[0].count("/"))  # outer paths first
         for path, fd in keep:
+            if os.path.exists(path):  # already visible through an outer bind
+                os.close(fd)
+                continue
             if os.path.isdir("/proc/self/fd/%d" % fd):
                 os.makedirs(path, exist_ok=True)
             else:
@@ -551,6 +580,17 @@ def _chown_tree(top, uid, gid):
                 os.chown(os.path.join(root, n), uid, gid, follow_symlinks=False)
             except OSError:
                 pass
+
+
+def _argv_paths(argv):
+    """An absolute ``argv[0]`` stays visible: the virtual environment it lives in (a
+    ``pyvenv.cfg`` beside its bin/), else the file itself."""
+    if not argv or not os.path.isabs(argv[0]):
+        return ()
+    env_root = os.path.dirname(os.path.dirname(argv[0]))
+    if os.path.exists(os.path.join(env_root, "pyvenv.cfg")):
+        return (env_root, os.path.realpath(argv[0]))
+    return (os.path.realpath(argv[0]),)
 
 
 def _close_fds_except(keep):

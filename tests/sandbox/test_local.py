@@ -254,7 +254,7 @@ def test_no_network_to_outside(local_sandbox):
 def test_cannot_read_or_write_outside(local_sandbox, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("expected output 42")
-    hidden_dir = "/var/lib/evo-sandbox-test-hidden"
+    hidden_dir = "/usr/local/share/evo-sandbox-test-hidden"  # visible by default: hidden on request
     os.makedirs(hidden_dir, exist_ok=True)
     with open(f"{hidden_dir}/answers.txt", "w") as f:
         f.write("answers")
@@ -265,7 +265,7 @@ def test_cannot_read_or_write_outside(local_sandbox, tmp_path):
             RunRequest(
                 code=textwrap.dedent(
                     f"""
-                    for path in [{str(secret)!r}, '{hidden_dir}/answers.txt', '/root/.bashrc']:
+                    for path in [{str(secret)!r}, '{hidden_dir}/answers.txt', '/root/.bashrc', {__file__!r}]:
                         try:
                             print('READ', path, open(path).read()[:20])
                         except OSError as e:
