@@ -8,7 +8,7 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve(
-        policy: str = typer.Argument(..., help="A local model directory, 'tiny' (or 'tiny:qwen2'), or a TOML config with [policy]."),
+        policy: str = typer.Argument(..., help="A local model directory, 'tiny' (or 'tiny:qwen2'), or a TOML config with a \\[policy] table."),
         host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
         port: int = typer.Option(8000, "--port", help="Port to bind (0 picks a free one)."),
         name: str = typer.Option(None, "--served-model-name", help="Model id clients send (default: the policy's name)."),
