@@ -37,26 +37,27 @@ from evo_math.pool import TIMEOUT, VerifierPool, VerifyJob  # noqa: E402
 PATHOLOGICAL = "9^{9^{9^{9}}}"
 
 
-def make_items(n: int, seed: int) -> list[tuple[str, str]]:
-    """(gold, candidate) pairs of the kinds a math grader meets, about half correct."""
-    rng = random.Random(seed)
+def make_items(n: int, seed: int, kind: str = "mixed") -> list[tuple[str, str]]:
+    """(gold, candidate) pairs of the kinds a math grader meets, about half correct.
+    ``integers`` is the AIME-like case (cheap for sympy, so IPC overhead shows most)."""
+    rng = random.Random(f"{kind}:{seed}")
     out: list[tuple[str, str]] = []
     for i in range(n):
         a, b = rng.randint(2, 997), rng.randint(2, 997)
         right = rng.random() < 0.5
-        kind = i % 7
-        if kind == 0:
+        shape = 0 if kind == "integers" else i % 7
+        if shape == 0:
             gold, cand = str(a * b), str(a * b if right else a * b + 1)
-        elif kind == 1:
+        elif shape == 1:
             gold, cand = f"\\frac{{{a}}}{{{b}}}", (f"\\dfrac{{{2 * a}}}{{{2 * b}}}" if right else f"\\frac{{{b}}}{{{a}}}")
-        elif kind == 2:
+        elif shape == 2:
             gold, cand = f"{a / 8:.3f}".rstrip("0").rstrip("."), (f"\\frac{{{a}}}{{8}}" if right else f"\\frac{{{a + 1}}}{{8}}")
-        elif kind == 3:
+        elif shape == 3:
             gold, cand = f"{a}\\sqrt{{{b}}}", (f"\\sqrt{{{a * a * b}}}" if right else f"{a}\\sqrt{{{b + 1}}}")
-        elif kind == 4:
+        elif shape == 4:
             gold = f"x^2+{a + b}x+{a * b}"
             cand = f"(x+{a})(x+{b})" if right else f"(x+{a})(x+{b + 1})"
-        elif kind == 5:
+        elif shape == 5:
             gold, cand = f"({a},{a + b}]", (f"({a}, {a + b}]" if right else f"[{a}, {a + b}]")
         else:
             gold, cand = f"\\{{{a},{b}\\}}", (f"\\{{{b}, {a}\\}}" if right else f"\\{{{a}, {b + 1}\\}}")
@@ -113,31 +114,43 @@ def pathological_checks(workers: int, timeout_s: float) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--n", type=int, default=300, help="items per set (two sets are crossed)")
+    ap.add_argument("--n", type=int, default=200, help="mixed items per set (two sets are crossed; integers: 4x)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=5.0, help="per-job timeout in the throughput runs")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     logging.getLogger("math_verify").setLevel(logging.ERROR)
 
-    set_a, set_b = make_items(args.n, args.seed), make_items(args.n, args.seed + 1)
     inprocess([("1", "1"), ("\\frac12", "0.5")])  # import and warm math-verify in this process
-
     t0 = time.perf_counter()
     pool = VerifierPool(args.workers, timeout_s=args.timeout)
     pool.wait_ready()
     startup = time.perf_counter() - t0
+    workloads: dict[str, Any] = {}
     with pool:
-        t_in_a, r_in_a = inprocess(set_a)
-        t_pool_b, r_pool_b = through_pool(pool, set_b)
-        t_pool_a, r_pool_a = through_pool(pool, set_a)
-        t_in_b, r_in_b = inprocess(set_b)
-        # The trainer's per-rollout pattern: one job per call, no batching.
-        seq_items = make_items(max(20, args.n // 3), args.seed + 2)
-        t0 = time.perf_counter()
-        for g, c in seq_items:
-            pool.verify(VerifyJob(g, (c,), 1))
-        t_seq = time.perf_counter() - t0
+        for kind, n in (("mixed", args.n), ("integers", 4 * args.n)):
+            set_a, set_b = make_items(n, args.seed, kind), make_items(n, args.seed + 1, kind)
+            t_in_a, r_in_a = inprocess(set_a)
+            t_pool_b, r_pool_b = through_pool(pool, set_b)
+            t_pool_a, r_pool_a = through_pool(pool, set_a)
+            t_in_b, r_in_b = inprocess(set_b)
+            # The trainer's per-rollout pattern: one job per call, no batching.
+            seq_items = make_items(max(20, n // 3), args.seed + 2, kind)
+            t0 = time.perf_counter()
+            for g, c in seq_items:
+                pool.verify(VerifyJob(g, (c,), 1))
+            t_seq = time.perf_counter() - t0
+            in_rate = 2 * n / (t_in_a + t_in_b)
+            pool_rate = 2 * n / (t_pool_a + t_pool_b)
+            workloads[kind] = {
+                "items": 2 * n,
+                "inprocess_per_s": round(in_rate, 1),
+                "pool_per_s": round(pool_rate, 1),
+                "pool_vs_inprocess": round(pool_rate / in_rate, 3),
+                "pool_sequential_per_s": round(len(seq_items) / t_seq, 1),
+                "sequential_vs_inprocess": round(len(seq_items) / t_seq / in_rate, 3),
+                "same_answers": r_in_a == r_pool_a and r_in_b == r_pool_b,
+            }
         # End to end: extraction + planning + pool, as the domain grades rollouts.
         responses = [(g, f"Reasoning... so the answer is $\\boxed{{{c}}}$.") for g, c in make_items(args.n, args.seed + 3)]
         t0 = time.perf_counter()
@@ -145,24 +158,20 @@ def main(argv: list[str] | None = None) -> int:
         t_grade = time.perf_counter() - t0
         stats = dict(pool.stats)
 
-    n2 = 2 * args.n
-    in_rate = n2 / (t_in_a + t_in_b)
-    pool_rate = n2 / (t_pool_a + t_pool_b)
+    worst = min(w["pool_vs_inprocess"] for w in workloads.values())
     result: dict[str, Any] = {
         "benchmark": "math_verify",
-        "items": n2,
         "workers": args.workers,
         "cpus": os.cpu_count(),
-        "inprocess_per_s": round(in_rate, 1),
-        "pool_per_s": round(pool_rate, 1),
-        "pool_vs_inprocess": round(pool_rate / in_rate, 3),
+        "inprocess_per_s": workloads["mixed"]["inprocess_per_s"],
+        "pool_per_s": workloads["mixed"]["pool_per_s"],
+        "pool_vs_inprocess": worst,  # the worse of the two workloads
         "target_ratio": 0.5,
-        "meets_target": pool_rate / in_rate >= 0.5,
-        "pool_sequential_per_s": round(len(seq_items) / t_seq, 1),
-        "sequential_vs_inprocess": round(len(seq_items) / t_seq / in_rate, 3),
+        "meets_target": worst >= 0.5,
+        "workloads": workloads,
         "grade_end_to_end_per_s": round(args.n / t_grade, 1),
         "pool_startup_s": round(startup, 3),
-        "same_answers": r_in_a == r_pool_a and r_in_b == r_pool_b,
+        "same_answers": all(w["same_answers"] for w in workloads.values()),
         "pool_stats": stats,
     }
     result["pathological"] = pathological_checks(args.workers, 1.0)
