@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import queue
 import threading
 import time
 import uuid
@@ -60,6 +61,12 @@ DEFAULT_TABLE = "evo_events"
 # reads (checkout, runs) skip the rollouts without decoding them.
 BULK_TYPE = "evo.RolloutCompleted"
 PAGE = 5000
+PIPELINE_MIN = 512  # events; smaller batches are inserted without a writer thread
+_ABORT = object()
+
+
+class _Aborted(Exception):
+    """The producer of a pipelined append failed; the writer rolls back."""
 
 
 def stream_uuid(stream: str) -> uuid.UUID:
@@ -111,31 +118,53 @@ class EsBackend:
 
     # writing
     def append_batch(self, batch: EncodedBatch) -> AppendResult:
-        ids = " ".join(batch.event_ids)
-        if ids.count(" ") != len(batch.event_ids) - 1 or "\n" in ids:
-            bad = next(e for e in batch.event_ids if " " in e or "\n" in e)
-            raise StoreError(f"event id {bad!r} contains whitespace")
+        chunk = (batch.types, batch.schema_versions, batch.payloads, batch.hashes, batch.event_ids)
+        return self.append_chunks(batch.stream, batch.expected_version, len(batch), iter([chunk]))
+
+    def append_chunks(self, stream: str, expected_version: int, size: int, chunks: Iterator[tuple]) -> AppendResult:
+        """Append one batch handed over as encoded chunks (parallel lists). The chunks are
+        produced lazily by the facade, so on SQLite the database work of one chunk overlaps
+        the encoding of the next; it is still one transaction."""
         now = time.time()
         ts = b"%.6f" % now
-        oid = stream_uuid(batch.stream)
+        oid = stream_uuid(stream)
         oid_key = self.rec.oid_param(oid)
-        v0 = batch.expected_version
-        crc = zlib.crc32
-        rows = []
-        add = rows.append
-        v = v0
-        for t, sv, p, h, eid in zip(batch.types, batch.schema_versions, batch.payloads, batch.hashes, batch.event_ids):
-            v += 1
-            head = b"%s %d %s %s" % (h.encode("ascii"), sv, ts, eid.encode("utf-8"))  # see pack_state
-            add((oid_key, v, t, b"%s %08x\n%s" % (head, crc(head), p)))
+        types: list[str] = []
+        svs: list[int] = []
+        payloads: list[bytes] = []
+        hashes: list[str] = []
+        ids: list[str] = []
+
+        def rows() -> Iterator[list[tuple]]:
+            crc = zlib.crc32
+            v = expected_version
+            for t_, sv_, p_, h_, e_ in chunks:
+                joined = " ".join(e_)
+                if joined.count(" ") != len(e_) - 1 or "\n" in joined:
+                    bad = next(e for e in e_ if " " in e or "\n" in e)
+                    raise StoreError(f"event id {bad!r} contains whitespace")
+                out = []
+                add = out.append
+                for t, sv, p, h, eid in zip(t_, sv_, p_, h_, e_):
+                    v += 1
+                    head = b"%s %d %s %s" % (h.encode("ascii"), sv, ts, eid.encode("utf-8"))  # see pack_state
+                    add((oid_key, v, t, b"%s %08x\n%s" % (head, crc(head), p)))
+                types.extend(t_)
+                svs.extend(sv_)
+                payloads.extend(p_)
+                hashes.extend(h_)
+                ids.extend(e_)
+                yield out
+
         try:
-            positions = self.rec.insert_rows(oid, batch.stream, rows, new_stream=v0 == 0)
+            positions = self.rec.insert_chunks(oid, stream, rows(), new_stream=expected_version == 0, size=size)
         except EsIntegrityError:
-            raise ConcurrencyConflict(batch.stream, v0, self.stream_head(batch.stream)[0]) from None
+            raise ConcurrencyConflict(stream, expected_version, self.stream_head(stream)[0]) from None
         except EsPersistenceError as exc:
-            raise StoreError(f"{self.url}: append to {batch.stream!r} failed: {exc}") from exc
-        self._names[oid.hex] = batch.stream
-        return AppendResult(batch, positions, float(ts))
+            raise StoreError(f"{self.url}: append to {stream!r} failed: {exc}") from exc
+        self._names[oid.hex] = stream
+        return AppendResult(EncodedBatch(stream, expected_version, types, svs, payloads, hashes, ids), positions,
+                            float(ts))
 
     def append(self, stream: str, records, expected_version: int) -> list[StoredEvent]:
         batch = EncodedBatch(stream, expected_version, [r.type for r in records], [r.schema_version for r in records],
@@ -212,7 +241,10 @@ class _EvoRecorder:
 
     def oid_param(self, oid: uuid.UUID) -> Any: ...
 
-    def insert_rows(self, oid: uuid.UUID, stream: str, rows: list[tuple], new_stream: bool) -> Sequence[int]: ...
+    def insert_chunks(self, oid: uuid.UUID, stream: str, chunks: Iterator[list[tuple]], new_stream: bool,
+                      size: int) -> Sequence[int]:
+        """Insert every row of every chunk in one transaction; return their positions."""
+        ...
 
     def select_range(self, oid: uuid.UUID, types: Optional[list[str]], gt: int, lte: Optional[int],
                      limit: int) -> list[tuple]:
@@ -284,9 +316,53 @@ def open_sqlite_backend(path: str, url: str, *, synchronous: str = "FULL", table
         def oid_param(self, oid: uuid.UUID) -> str:
             return oid.hex
 
-        def insert_rows(self, oid: uuid.UUID, stream: str, rows: list[tuple], new_stream: bool) -> list[int]:
+        def insert_chunks(self, oid, stream, chunks, new_stream, size):
             # One IMMEDIATE transaction (the write lock up front, so the rowids of this batch
-            # are consecutive and no reader sees part of it); executemany, not one execute per row.
+            # are consecutive and no reader sees part of it), executemany per chunk. For big
+            # batches a writer thread runs the inserts: sqlite3 releases the GIL inside
+            # SQLite, so inserting chunk k overlaps encoding chunk k+1.
+            if size < PIPELINE_MIN:
+                return self._insert(oid, stream, chunks, new_stream)
+            q: queue.Queue = queue.Queue(maxsize=8)
+            box: dict[str, Any] = {}
+
+            def feed():
+                while True:
+                    item = q.get()
+                    if item is None:
+                        return
+                    if item is _ABORT:
+                        raise _Aborted()
+                    yield item
+
+            def writer():
+                try:
+                    box["positions"] = self._insert(oid, stream, feed(), new_stream)
+                except BaseException as exc:  # handed to the caller below
+                    box["error"] = exc
+                    while q.get() not in (None, _ABORT):  # let the producer finish
+                        pass
+
+            t = threading.Thread(target=writer, name="evo-sqlite-append", daemon=True)
+            t.start()
+            try:
+                for rows in chunks:
+                    if "error" in box:
+                        break
+                    q.put(rows)
+            except BaseException:
+                q.put(_ABORT)
+                t.join()
+                raise
+            q.put(None)
+            t.join()
+            err = box.get("error")
+            if err is not None:
+                raise err
+            return box["positions"]
+
+        def _insert(self, oid, stream, chunks, new_stream) -> range:
+            n = 0
             with self.datastore.get_connection(commit=True) as conn:
                 c = conn.cursor()
                 try:
@@ -294,7 +370,9 @@ def open_sqlite_backend(path: str, url: str, *, synchronous: str = "FULL", table
                     try:
                         if new_stream:
                             c.execute(f"INSERT OR IGNORE INTO {table}_streams VALUES (?, ?)", (oid.hex, stream))
-                        c.executemany(self.insert_events_statement, rows)
+                        for rows in chunks:
+                            c.executemany(self.insert_events_statement, rows)
+                            n += len(rows)
                         c.execute(f"SELECT MAX(rowid) FROM {table}")
                         last = c.fetchone()[0]
                         conn.commit()
@@ -307,7 +385,7 @@ def open_sqlite_backend(path: str, url: str, *, synchronous: str = "FULL", table
                     raise EsPersistenceError(exc) from exc
                 finally:
                     c.sqlite_cursor.close()
-            return range(last - len(rows) + 1, last + 1)
+            return range(last - n + 1, last + 1)
 
         def select_range(self, oid, types, gt, lte, limit):
             sql = f"SELECT originator_version, rowid, topic, state FROM {table} WHERE originator_id = ? "
@@ -418,8 +496,9 @@ def open_postgres_backend(*, url: str, dbname: str, host: str, port: int, user: 
         def oid_param(self, oid: uuid.UUID) -> uuid.UUID:
             return oid
 
-        def insert_rows(self, oid, stream, rows, new_stream):
-            events = [EsStoredEvent(originator_id=r[0], originator_version=r[1], topic=r[2], state=r[3]) for r in rows]
+        def insert_chunks(self, oid, stream, chunks, new_stream, size):
+            events = [EsStoredEvent(originator_id=r[0], originator_version=r[1], topic=r[2], state=r[3])
+                      for rows in chunks for r in rows]
             ids = self.insert_events(events, evo_stream=(oid, stream) if new_stream else None)
             return list(ids or [])
 

@@ -57,6 +57,8 @@ class EventStore:
         value raises ``ConcurrencyConflict`` and writes nothing. ``None`` means "whatever
         the head is now" (still atomic, still conflict-checked against a concurrent writer).
         Returns the stored events (a lazily built sequence)."""
+        if not isinstance(events, (list, tuple)):
+            events = list(events)
         if not events:
             return []
         if not stream:
@@ -66,25 +68,14 @@ class EventStore:
             expected_version = head_version
         elif expected_version != head_version:
             raise ConcurrencyConflict(stream, expected_version, head_version)
-        stream_part = stream.encode("utf-8") + b"\x1f"
+        if hasattr(self.backend, "append_chunks"):
+            chunks = _encode_chunks(stream, events, expected_version, head_hash)
+            return self.backend.append_chunks(stream, expected_version, len(events), chunks)
         types, svs, payloads, hashes, ids = [], [], [], [], []
-        prev = head_hash
-        version = expected_version
-        for ev in events:
-            version += 1
-            cls = type(ev)
-            t, sv = cls.TYPE, cls.VERSION
-            if not t:
-                raise StoreError(f"{cls.__qualname__} is not a registered event type (use @event_type)")
-            payload = fast_encode_payload(ev)
-            prev = fast_chain_hash(prev, stream_part, version, t, sv, payload)
-            types.append(t)
-            svs.append(sv)
-            payloads.append(payload)
-            hashes.append(prev)
-            ids.append(ev.event_id)
-        batch = EncodedBatch(stream, expected_version, types, svs, payloads, hashes, ids)
-        return self.backend.append_batch(batch)
+        for chunk in _encode_chunks(stream, events, expected_version, head_hash):
+            for acc, part in zip((types, svs, payloads, hashes, ids), chunk):
+                acc.extend(part)
+        return self.backend.append_batch(EncodedBatch(stream, expected_version, types, svs, payloads, hashes, ids))
 
     # -- reading ---------------------------------------------------------------------------
     def read_stream(self, stream: str, *, from_version: int = 1, to_version: Optional[int] = None,
@@ -166,6 +157,31 @@ class EventStore:
 
     def close(self) -> None:
         self.backend.close()
+
+
+CHUNK = 256
+
+
+def _encode_chunks(stream: str, events: Sequence[Event], version: int, prev: str) -> Iterator[tuple]:
+    """Encode and hash-chain ``events`` lazily, ``CHUNK`` at a time, as parallel lists
+    (types, schema versions, payloads, hashes, event ids)."""
+    stream_part = stream.encode("utf-8") + b"\x1f"
+    for start in range(0, len(events), CHUNK):
+        types, svs, payloads, hashes, ids = [], [], [], [], []
+        for ev in events[start:start + CHUNK]:
+            version += 1
+            cls = type(ev)
+            t, sv = cls.TYPE, cls.VERSION
+            if not t:
+                raise StoreError(f"{cls.__qualname__} is not a registered event type (use @event_type)")
+            payload = fast_encode_payload(ev)
+            prev = fast_chain_hash(prev, stream_part, version, t, sv, payload)
+            types.append(t)
+            svs.append(sv)
+            payloads.append(payload)
+            hashes.append(prev)
+            ids.append(ev.event_id)
+        yield types, svs, payloads, hashes, ids
 
 
 class _Counting:
