@@ -202,3 +202,16 @@ def test_llm_malformed_answer_recorded_as_rejection(pm, monkeypatch):
     rid, _, _ = run_sim(store, pm, steps=10, seed=10, harness={"proposers": {"llm": {}}})
     rej = [r for r in of(events(store, rid), Rejected) if r.subject == "proposal"]
     assert rej and rej[0].gate == "parse" and "malformed" in rej[0].reasons[0]
+
+
+def test_a_resumed_harness_rebuilds_window_and_ledger_from_the_log(pm):
+    from evo_core.harness import build_harness
+
+    store = open_store("memory://")
+    rid, state, _ = run_sim(store, pm, steps=30, seed=4, harness={
+        "backtest": {"k_steps": 4, "min_n": 30, "n_boot": 200, "min_effect": 0.99}, "ablations": {"no_revision": True}})
+    rejected = {r.fingerprint for r in of(events(store, rid), Rejected) if r.fingerprint}
+    h = build_harness({"window_steps": 10}, pm, run_id=rid, store=store)
+    assert set(h._rejected) == rejected and rejected
+    assert {r.step for r in h.window.rollouts()} == set(range(21, 31))
+    assert h.window.evals and h.main_eval is not None
