@@ -1,0 +1,67 @@
+"""``evo run CONFIG [--store URL] [--set key=value]... [--resume RUN] [--harness fixed|evolving]``."""
+
+from __future__ import annotations
+
+import json
+from typing import List, Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run_cmd(
+        config: str = typer.Argument(..., help="TOML run config (e.g. configs/quickstart.toml)."),
+        store: Optional[str] = typer.Option(None, "--store", help="Event store URL (default: $EVO_STORE or sqlite:///.evo/evo.sqlite)."),
+        set_: List[str] = typer.Option([], "--set", help="Override a config key: --set rl.lr=3e-4 (repeatable)."),
+        resume: Optional[str] = typer.Option(None, "--resume", help="Continue this run from its last committed step."),
+        harness: Optional[str] = typer.Option(None, "--harness", help="Run only this harness: fixed or evolving."),
+        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+        as_json: bool = typer.Option(False, "--json", help="Print the outcome of each run as JSON."),
+    ) -> None:
+        """Train a policy with RL while the harness watches (one run per harness mode)."""
+        from evo_core.cli.app import fail
+        from evo_core.config import ConfigError, load_config
+        from evo_core.loop import RunError, resume_run, run_all
+        from evo_core.trainer.logs import configure_logging
+        from evo_core.store import open_store
+
+        configure_logging()
+        try:
+            cfg = load_config(config, set_)
+        except ConfigError as exc:
+            raise fail(str(exc))
+        if harness is not None and harness not in ("fixed", "evolving"):
+            raise fail(f"--harness must be fixed or evolving, got {harness!r}")
+        progress = None
+        if cfg.run.progress and not no_progress:
+            from evo_core.trainer.progress import RunProgress
+
+            progress = RunProgress()
+        st = open_store(store)
+        try:
+            if resume:
+                outcomes = [resume_run(cfg, st, resume, progress=progress)]
+            else:
+                outcomes = run_all(cfg, st, harness=harness, progress=progress)
+        except (RunError, ConfigError) as exc:
+            raise fail(str(exc))
+        finally:
+            st.close()
+        rows = [{"run_id": o.run_id, "status": o.status, "steps": o.steps, **o.summary} for o in outcomes]
+        if as_json:
+            typer.echo(json.dumps(rows, default=str))
+        else:
+            from rich.console import Console
+            from rich.table import Table
+
+            t = Table(title="runs")
+            for col in ("run", "status", "steps", "heldout strict", "greedy strict", "train reward", "harness v", "diagnoses"):
+                t.add_column(col)
+            for r in rows:
+                ev = r.get("final_eval") or {}
+                fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+                t.add_row(r["run_id"], r["status"], str(r["steps"]), fmt(ev.get("strict_accuracy")),
+                          fmt(ev.get("strict_accuracy_greedy")), fmt(ev.get("train_reward")),
+                          str(r.get("harness_version", 0)), str(sum((r.get("diagnoses") or {}).values())))
+            Console().print(t)

@@ -1,0 +1,120 @@
+"""Optional SFT warm start on the task's reference answers, cached by config hash.
+
+A policy built from scratch cannot do RL on a sparse reward; a few hundred supervised
+steps make it competent but imperfect. The checkpoint is cached under
+``cache_dir/<key>`` where the key hashes everything that determines the weights (model
+config and seed, SFT settings, domain and task source), so the fixed and evolving runs of
+the quickstart, and any rerun, reuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import structlog
+
+from evo_core.api import Task
+
+log = structlog.get_logger("evo.sft")
+SFT_CODE_VERSION = "1"
+
+
+def sft_key(parts: Mapping[str, Any]) -> str:
+    blob = json.dumps({"v": SFT_CODE_VERSION, **parts}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def reference_target(domain: Any, task: Task, rng: random.Random, options: Mapping[str, Any]) -> str:
+    if hasattr(domain, "sft_target"):
+        return domain.sft_target(task, rng, **dict(options))
+    if task.gold is None:
+        raise ValueError(f"task {task.task_id!r} has no reference answer (gold) for the SFT warm start")
+    return str(task.gold)
+
+
+def lr_at(step: int, cfg: Any) -> float:
+    """Linear warmup, then cosine decay to ``min_lr``; ``step`` counts from 1."""
+    if cfg.warmup_steps and step <= cfg.warmup_steps:
+        return cfg.lr * step / cfg.warmup_steps
+    span = max(cfg.steps - cfg.warmup_steps, 1)
+    prog = min((step - cfg.warmup_steps) / span, 1.0)
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * prog))
+
+
+def train_sft(policy: Any, domain: Any, tasks: Sequence[Task], cfg: Any, *, seed: int,
+              on_step: Optional[Callable[[int, float], None]] = None) -> dict[str, float]:
+    """Supervised steps on prompt → reference answer (+EOS). Returns summary metrics."""
+    import torch
+
+    rng = random.Random(f"sft:{seed}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        params = [p for p in policy.model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        tok = policy.tokenizer
+        model = policy.model
+        model.train()
+        loss_val = float("nan")
+        t0 = time.perf_counter()
+        for step in range(1, cfg.steps + 1):
+            batch = [tasks[rng.randrange(len(tasks))] for _ in range(cfg.batch_size)]
+            p_ids = [policy.encode_prompt(t.prompt) for t in batch]
+            c_ids = [tok.encode(reference_target(domain, t, rng, cfg.options)) + [tok.eos_id] for t in batch]
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, cfg)
+            logp, mask, _ = policy.score(p_ids, c_ids)
+            loss = -(logp * mask).sum() / mask.sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            loss_val = float(loss.item())
+            if on_step is not None:
+                on_step(step, loss_val)
+        model.eval()
+    return {"sft_loss": loss_val, "sft_time_s": time.perf_counter() - t0, "sft_steps": float(cfg.steps)}
+
+
+def warm_start(policy: Any, domain: Any, tasks: Sequence[Task], cfg: Any, *, seed: int, key_parts: Mapping[str, Any],
+               on_step: Optional[Callable[[int, float], None]] = None) -> dict[str, Any]:
+    """Load the cached SFT weights for this key, or train and cache them. Returns
+    ``{"key", "cached", **metrics}``."""
+    import torch
+
+    key = sft_key({**key_parts, "sft": {k: v for k, v in _asdict(cfg).items() if k != "cache_dir"}, "seed": seed})
+    path = os.path.join(cfg.cache_dir, key) if cfg.cache_dir else ""
+    weights = os.path.join(path, "weights.pt")
+    if path and os.path.exists(weights):
+        policy.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+        with open(os.path.join(path, "metrics.json")) as fh:
+            metrics = json.load(fh)
+        log.info("sft warm start loaded from cache", key=key, path=path)
+        return {"key": key, "cached": True, **metrics}
+    metrics = train_sft(policy, domain, tasks, cfg, seed=seed, on_step=on_step)
+    if path:
+        # write into a temp dir and rename: a killed run never leaves a half-written cache entry
+        os.makedirs(cfg.cache_dir, exist_ok=True)
+        tmp = tempfile.mkdtemp(dir=cfg.cache_dir, prefix=".tmp-")
+        torch.save(policy.state_dict(), os.path.join(tmp, "weights.pt"))
+        with open(os.path.join(tmp, "metrics.json"), "w") as fh:
+            json.dump(metrics, fh)
+        try:
+            os.rename(tmp, path)
+        except OSError:  # another process cached the same key first
+            shutil.rmtree(tmp, ignore_errors=True)
+    log.info("sft warm start trained", key=key, **metrics)
+    return {"key": key, "cached": False, **metrics}
+
+
+def _asdict(cfg: Any) -> dict[str, Any]:
+    import attrs
+
+    return attrs.asdict(cfg) if attrs.has(type(cfg)) else dict(cfg)
