@@ -152,6 +152,7 @@ class HarnessEngine:
         if not events:
             return
         self.window.prefill(events)
+        self.main_eval = next((e for e in self.window.evals if e.policy_version == 0 and e.branch == "main"), None)
         proposals: dict[str, InterventionProposed] = {}
         for ev in events:
             if isinstance(ev, InterventionProposed):
