@@ -50,6 +50,11 @@ class SWEDomain:
             self._grader = Grader(cache_dir=self.cache_dir) if self.cache_dir else Grader()
         return self._grader
 
+    def close(self) -> None:
+        if self._grader is not None:
+            self._grader.close()
+            self._grader = None
+
     # -- tasks -----------------------------------------------------------------------------
     def load_tasks(self, source: TaskSource) -> list[Task]:
         """Rows with a ``split`` field are filtered by ``source.split``; otherwise

@@ -123,6 +123,13 @@ class Grader:
         assert self._envs is not None
         return self._envs
 
+    def close(self) -> None:
+        """Stop the sandbox's workers (if this grader started them)."""
+        if self.executor is not None:
+            close = getattr(self.executor.sandbox, "close", None)
+            if callable(close):
+                close()
+
     # -- pristine snapshots ----------------------------------------------------------------
     def pristine(self, task: SWETask) -> Path:
         """A cached one-commit snapshot of the task's base tree (host-only, never shipped)."""
@@ -304,5 +311,8 @@ def grade_cli(task_path: str, patch_path: str, *, cache_dir: Optional[str] = Non
     if diff.strip() and "diff --git" not in diff and "\n+++ " not in diff and not diff.startswith("--- "):
         raise ValueError(f"{patch_path} is not a unified diff")
     grader = Grader(cache_dir=Path(cache_dir) if cache_dir else EnvCache().root)
-    report = grader.grade(task, diff, tests=tests)
+    try:
+        report = grader.grade(task, diff, tests=tests)
+    finally:
+        grader.close()
     return report.to_json()

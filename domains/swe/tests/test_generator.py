@@ -49,6 +49,7 @@ def test_generated_tasks_pass_qa(generated, grader):
             assert not (pristine / tid.split("::")[0]).exists()
 
 
+@pytest.mark.slow
 def test_generate_from_sdist_visible_tests(grader, swe_root, tmp_path):
     sdist = swe_root / "minilib-1.0.tar.gz"
     with tarfile.open(sdist, "w:gz") as tf:
