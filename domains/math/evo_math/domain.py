@@ -7,13 +7,18 @@ import hashlib
 import threading
 from typing import Any, Mapping, Optional, Sequence
 
+import attrs
+
 from evo_core.api import Completion, Task, TaskSource, Verdict
 from evo_math import __version__
 from evo_math.grading import Graded, check_mode, grade_many, to_verdict
 from evo_math.loading import DEFAULT_TEMPLATE, TaskFormatError, check_template, load_tasks, render_prompt
 from evo_math.pool import VerifierPool, shared_pool
 
-CONFIG_KEYS = ("verifier", "timeout_s", "workers", "memory_mb", "prompt_template")
+GRADER_KEYS = ("verifier", "timeout_s", "workers", "memory_mb", "prompt_template")
+# Loading options given in the run config apply to every file the domain loads.
+LOAD_KEYS = ("problem_field", "answer_field", "id_field", "id_prefix", "validation_fraction", "split_seed")
+CONFIG_KEYS = GRADER_KEYS + LOAD_KEYS
 
 
 class MathDomain:
@@ -38,6 +43,7 @@ class MathDomain:
         prompt_template: str = DEFAULT_TEMPLATE,
         pool: Optional[VerifierPool] = None,
         cache_size: int = 4096,
+        load_options: Optional[Mapping[str, Any]] = None,
     ) -> None:
         self.verifier = check_mode(verifier)
         if not timeout_s > 0:
@@ -47,6 +53,10 @@ class MathDomain:
         self.memory_mb = memory_mb
         self.prompt_template = check_template(prompt_template)
         self._pool = pool
+        self.load_options = dict(load_options or {})
+        unknown = set(self.load_options) - set(LOAD_KEYS)
+        if unknown:
+            raise ValueError(f"math: unknown loading option(s) {sorted(unknown)} (known: {', '.join(LOAD_KEYS)})")
         # verify() and oracle() on the same rollout share one pool job: a job answers both modes.
         self._cache: collections.OrderedDict[tuple[str, str], Graded] = collections.OrderedDict()
         self._cache_size = cache_size
@@ -63,6 +73,7 @@ class MathDomain:
             workers=options.get("workers", self.workers),
             memory_mb=int(options.get("memory_mb", self.memory_mb)),
             prompt_template=options.get("prompt_template", self.prompt_template),
+            load_options={**self.load_options, **{k: v for k, v in options.items() if k in LOAD_KEYS}},
         )
 
     @property
@@ -73,6 +84,8 @@ class MathDomain:
 
     # -- tasks and the episode -------------------------------------------------------------
     def load_tasks(self, source: TaskSource) -> list[Task]:
+        if self.load_options:  # the file's own options win over the run config's
+            source = attrs.evolve(source, options={**self.load_options, **source.options})
         return load_tasks(source, domain=self.name, template=self.prompt_template)
 
     def build_prompt(self, problem: str) -> str:

@@ -245,7 +245,7 @@ def load_tasks(source: TaskSource, *, domain: str, template: str) -> list[Task]:
         raise TaskFormatError(f"{path}: no such task file (tasks are read from local files only)")
     stem = path.name.split(".")[0]
     prefix = opts.get("id_prefix", stem)
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, str]] = {}
     tasks: list[Task] = []
     for n, row in iter_rows(path, source.format):
         where = f"{path}: row {n}"
@@ -253,8 +253,17 @@ def load_tasks(source: TaskSource, *, domain: str, template: str) -> list[Task]:
         local_id = rid if rid is not None else str(n)
         task_id = f"{prefix}:{local_id}" if prefix else local_id
         if task_id in seen:
-            raise TaskFormatError(f"{where}: field 'id': duplicate task id {local_id!r} (first at row {seen[task_id]})")
-        seen[task_id] = n
+            first_row, first_problem = seen[task_id]
+            if first_problem == problem:
+                raise TaskFormatError(f"{where}: field 'id': duplicate task {local_id!r} (same problem as row {first_row})")
+            # A combined eval file (AIME 2024 + AIME 2025 + CNMO) reuses ids across its
+            # sources: qualify the id by source where the row has one, else by row number.
+            qualifier = f"{meta['source']}/" if "source" in meta else ""
+            local_id = f"{qualifier}{local_id}" if qualifier else f"{local_id}@row{n}"
+            task_id = f"{prefix}:{local_id}" if prefix else local_id
+            if task_id in seen:
+                task_id = f"{task_id}@row{n}"
+        seen[task_id] = (n, problem)
         if row_split is not None:
             task_split = row_split
         elif fraction is not None and split in ("train", "validation"):

@@ -142,8 +142,8 @@ def test_prompt_template_option(tmp_path):
         ([{"problem": "p", "answer": True}], r"row 1: field 'answer': expected a string or number, got a boolean"),
         ([{"problem": "p", "solution": "no box here"}], r"row 1: field 'solution': the solution has no \\boxed"),
         ([{"problem": "p", "answer": "1", "split": "banana"}], r"row 1: field 'split': unknown split 'banana'"),
-        ([{"id": 1, "problem": "p", "answer": "1"}, {"id": 1, "problem": "q", "answer": "2"}],
-         r"row 2: field 'id': duplicate task id '1' \(first at row 1\)"),
+        ([{"id": 1, "problem": "p", "answer": "1"}, {"id": 1, "problem": "p", "answer": "2"}],
+         r"row 2: field 'id': duplicate task '1' \(same problem as row 1\)"),
         ([[1, 2]], r"row 1: expected an object"),
     ],
 )
@@ -187,3 +187,23 @@ def test_prompt_contains_the_problem_verbatim(problem):
     prompt = render_prompt(DEFAULT_TEMPLATE, problem)
     assert prompt.startswith(problem)
     assert prompt.endswith("put your final answer within \\boxed{}.")
+
+
+def test_combined_eval_file_with_reused_ids(tmp_path):
+    # AIME 2024 + AIME 2025 + CNMO in one file: ids restart per source.
+    rows = [
+        {"id": 1, "problem": "aime24 #1", "answer": "204", "source": "aime24"},
+        {"id": 1, "problem": "aime25 #1", "answer": "70", "source": "aime25"},
+        {"id": 1, "problem": "cnmo #1", "answer": "2"},
+    ]
+    tasks = load(write_jsonl(tmp_path / "eval.jsonl", rows), split="heldout")
+    assert [t.task_id for t in tasks] == ["eval:1", "eval:aime25/1", "eval:1@row3"]
+
+
+def test_run_config_loading_options_apply_to_every_file(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", [{"q": "2+2?", "a": "4"}])
+    dom = MathDomain().configure({"problem_field": "q", "answer_field": "a", "verifier": "strict"})
+    [t] = dom.load_tasks(TaskSource(path=str(path)))
+    assert t.gold == "4" and dom.verifier == "strict"
+    with pytest.raises(ValueError, match="unknown option"):
+        MathDomain().configure({"problem_fields": "q"})
