@@ -1,0 +1,125 @@
+"""``evo report``: data, downsampling, size bounds, and a real headless-Chromium render."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+
+import pytest
+from hypothesis import given, strategies as st
+
+from evo_core.audit import AuditError
+from evo_core.report import build_report
+from evo_core.report.data import collect, downsample, load_benchmark
+from evo_core.synthetic import generate_run
+from tests.audit.cdp import Browser, find_chromium
+from tests.audit.conftest import evo
+
+
+@given(st.dictionaries(st.integers(0, 10_000), st.floats(-1e3, 1e3, allow_nan=False), min_size=0, max_size=800),
+       st.integers(1, 300))
+def test_downsample_bounds(points, max_points):
+    out = downsample(points, max_points)
+    assert len(out) <= max(max_points, 0) or len(points) <= max_points
+    assert len(out) == min(len(points), max_points) or len(out) <= max_points
+    xs = [x for x, _ in out]
+    assert xs == sorted(xs)
+    if points:
+        assert min(points.values()) - 1e-9 <= min(y for _, y in out) and max(y for _, y in out) <= max(points.values()) + 1e-9
+        assert min(points) <= xs[0] and xs[-1] <= max(points)
+
+
+def test_collect_aggregates_match_the_log(evo_tiny_run):
+    store, run_id = evo_tiny_run
+    data = collect(store, run_id)
+    rows = [e for e in store.events(f"run-{run_id}") if e.TYPE == "evo.RolloutCompleted"]
+    step3 = [r for r in rows if r.step == 3]
+    assert data.steps[3].n == len(step3)
+    assert data.steps[3].reward_sum == sum(r.reward for r in step3)
+    assert data.steps[3].length_sum == sum(r.length for r in step3)
+    assert len(data.decisions) == sum(1 for e in store.events(f"run-{run_id}") if e.TYPE in ("evo.Promoted", "evo.Rejected"))
+    assert data.events == store.stream_version(f"run-{run_id}")
+
+
+def test_report_contents_and_bounds(evo_store, tmp_path):
+    run_id = generate_run(evo_store, steps=600, rollouts_per_step=4, decision_every=25, eval_every=10)
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"runs": [{"harness": "fixed", "strict_accuracy": 0.1}, {"harness": "fixed", "strict_accuracy": 0.2},
+                                          {"harness": "evolving", "strict_accuracy": 0.7}]}))
+    path = build_report(evo_store, run_id, tmp_path / "out", benchmark=bench, max_points=100)
+    html = path.read_text()
+    assert html.count('<svg class="chart"') == 7  # reward/strict, entropy, length, truncation, diagnoses, timeline, benchmark
+    # Curves are downsampled: no polyline has more points than asked for.
+    for pts in re.findall(r'<polyline class="series"[^>]*points="([^"]*)"', html):
+        assert len(pts.split()) <= 2 * 100 + 2  # the timeline step function has 2 points per change
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in html
+    promos = [e for e in evo_store.events(f"run-{run_id}") if e.TYPE == "evo.Promoted"]
+    for p in promos:  # each timeline marker links to its audit entry
+        assert f'href="#d-{p.event_id}"' in html and f'id="d-{p.event_id}"' in html
+    assert "hash chain verified" in html and "0.15" in html  # fixed mean over two runs
+    assert "multi_answer_penalty" in html  # skills table
+
+
+def test_bad_report_input(evo_tiny_run, tmp_path):
+    store, run_id = evo_tiny_run
+    with pytest.raises(AuditError, match="unknown run"):
+        build_report(store, "nope", tmp_path)
+    (tmp_path / "b.json").write_text("{}")
+    with pytest.raises(AuditError, match="expected fixed and evolving"):
+        load_benchmark(tmp_path / "b.json")
+
+
+@pytest.mark.browser
+def test_report_renders_in_headless_chromium(sqlite_run, tmp_path):
+    exe = find_chromium()
+    if exe is None:
+        msg = "headless Chromium is not installed (apt-get install chromium; scripts/services.sh does it)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    url, run_id = sqlite_run
+    r = evo("report", run_id, "-o", str(tmp_path / "rep"), "--store", url)
+    assert r.returncode == 0, r.stderr
+    page = tmp_path / "rep" / "index.html"
+    b = Browser(exe)
+    try:
+        for domain in ("Runtime.enable", "Log.enable", "Page.enable"):
+            b.call(domain)
+        b.call("Page.navigate", url=page.as_uri())
+        b.wait_for("Page.loadEventFired")
+        probe = b.call("Runtime.evaluate", returnByValue=True, expression="""JSON.stringify({
+            ready: document.documentElement.getAttribute('data-report-ready'),
+            charts: Array.from(document.querySelectorAll('svg.chart')).map(function (s) {
+                var r = s.getBoundingClientRect(); return [r.width, r.height]; }),
+            lines: Array.from(document.querySelectorAll('polyline.series')).map(function (p) {
+                return p.points.numberOfItems; }),
+            marks: document.querySelectorAll('a.mark').length,
+            rows: document.querySelectorAll('#decisions tbody tr').length})""")
+        info = json.loads(probe["result"]["value"])
+        # Click the "promotions" filter: the page's script must run without errors.
+        b.call("Runtime.evaluate", expression="document.querySelector('#filter button[data-show=promoted]').click()")
+        hidden = b.call("Runtime.evaluate", returnByValue=True, expression=
+                        "Array.from(document.querySelectorAll('#decisions tbody tr.rejected')).every(function(r){return r.style.display==='none';})")
+        shot = b.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        errors = b.errors()
+    finally:
+        b.close()
+    assert errors == [], errors
+    assert info["ready"] == str(len(info["charts"])) and len(info["charts"]) == 6
+    assert all(w > 300 and h > 100 for w, h in info["charts"]), info["charts"]
+    assert info["lines"] and all(n >= 2 for n in info["lines"])
+    assert info["marks"] == info["rows"] >= 2
+    assert hidden["result"]["value"] is True
+    png = base64.b64decode(shot["data"])
+    (tmp_path / "report.png").write_bytes(png)
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    assert img.width >= 1000 and img.height >= 1000
+    colours = img.getcolors(maxcolors=img.width * img.height)
+    # The plotted lines are really painted: many pixels in the palette's first colour (#1f77b4).
+    blue = sum(n for n, c in colours if abs(c[0] - 0x1f) < 40 and abs(c[1] - 0x77) < 40 and abs(c[2] - 0xb4) < 40)
+    assert blue > 2000, blue

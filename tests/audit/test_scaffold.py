@@ -1,0 +1,68 @@
+"""``evo plugin new``: every kind installs and passes its own generated tests.
+
+The round trip installs into a throw-away virtual environment layered over the project's
+(a ``.pth`` adds its site-packages), so the shared environment never gains a test plugin.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from evo_core.scaffold import KINDS, ScaffoldError, names_for, scaffold
+from tests.audit.conftest import evo
+
+
+def test_names_and_bad_input(tmp_path):
+    v = names_for("evo-plugin-Multi-Number", "diagnostic")
+    assert (v["dist"], v["module"], v["ep"], v["cls"]) == ("evo-plugin-multi-number", "evo_plugin_multi_number",
+                                                          "multi_number", "MultiNumberDiagnostic")
+    with pytest.raises(ScaffoldError, match="unknown plugin kind"):
+        names_for("x", "widget")
+    with pytest.raises(ScaffoldError, match="must be lowercase"):
+        names_for("9lives", "gate")
+    scaffold("dup", "gate", tmp_path)
+    with pytest.raises(ScaffoldError, match="already exists"):
+        scaffold("dup", "gate", tmp_path)
+    r = evo("plugin", "new", "dup", "--kind", "gate", "-o", str(tmp_path))
+    assert r.returncode == 2 and "already exists" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_scaffold_round_trip(tmp_path):
+    """Generate all six kinds, pip install -e them into a temp venv, run their tests."""
+    r = evo("plugin", "new", "rt-diagnostic", "--kind", "diagnostic", "-o", str(tmp_path))  # what a user runs
+    assert r.returncode == 0 and "created" in r.stdout, r.stderr
+    for kind in KINDS[1:]:
+        scaffold(f"rt-{kind}", kind, tmp_path)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    vpy = venv / "bin" / "python"
+    purelib = subprocess.run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    Path(purelib, "_evo_parent.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    dists = sorted(tmp_path.glob("evo-plugin-rt-*"))
+    assert len(dists) == len(KINDS)
+    pip = [sys.executable, "-m", "pip", "--python", str(vpy), "install", "-q", "--no-deps", "--no-build-isolation"]
+    for d in dists:
+        pip += ["-e", str(d)]
+    inst = subprocess.run(pip, capture_output=True, text=True, timeout=300)
+    assert inst.returncode == 0, inst.stderr[-2000:]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["EVO_NO_PLUGIN_COMMANDS"] = "1"
+    res = subprocess.run([str(vpy), "-m", "pytest", "-q", "-p", "no:cacheprovider", *[str(d / "tests") for d in dists]],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    n_tests = sum((d / "tests").glob("test_*.py").__next__().read_text().count("\ndef test_") for d in dists)
+    assert n_tests == 22 and f"{n_tests} passed" in res.stdout, res.stdout[-500:]
+    # The plugins are visible to the installed evo, and only inside the temp venv.
+    listed = subprocess.run([str(vpy), "-c", "import importlib.metadata as m; print(sorted(e.name for e in m.entry_points(group='evo')))"],
+                            capture_output=True, text=True, env=env).stdout
+    assert all(f"rt_{k}" in listed for k in KINDS)
+    import importlib.metadata as md
+
+    assert not [e for e in md.entry_points(group="evo") if e.name.startswith("rt_")]
