@@ -307,6 +307,7 @@ class VerifierPool:
                     for i in range(len(jobs)):
                         if results[i] is None:
                             results[i] = VerifyResult(status=ERROR, error=msg)
+                    self._start_failures = 0  # the next batch tries again (the cause may pass)
                     break
                 self._dispatch(pending, lines)
                 self._pump(self._workers, results, lines, pending, None)
