@@ -356,10 +356,10 @@ def _step_outcome(i: int, s: dict[str, Any]) -> TestOutcome:
 def _classify_stdio(r: ExecResult, t: TestCase, tl: float, tol: Optional[float]) -> tuple[str, str]:
     if r.infra_error:
         return INFRA_ERROR, r.infra_error
+    if r.oom:  # set only when the run ended by failing to allocate, not by the clock
+        return MEMORY_LIMIT, r.stderr[-200:]
     if r.timed_out or r.wall_time > tl + 0.25:
         return TIMEOUT, f"{r.wall_time:.3f}s (limit {tl:.3f}s)"
-    if r.oom:
-        return MEMORY_LIMIT, r.stderr[-200:]
     if r.exit_code != 0 or r.signal is not None:
         return RUNTIME_ERROR, f"exit {r.exit_code} signal {r.signal}: {r.stderr[-300:]}"
     if r.stdout_truncated:
