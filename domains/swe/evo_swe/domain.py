@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,6 +19,24 @@ from evo_swe.workspace import Workspace
 
 log = structlog.get_logger("evo_swe.domain")
 SPLITS = ("train", "validation", "heldout")
+
+
+_DIFF_BLOCK = re.compile(r"```(?:diff|patch)\s*\n(.*?)```", re.S)
+
+
+def patch_of(completion: Completion) -> tuple[str, str]:
+    """The diff to grade and where it came from: the episode's workspace, or (for
+    single-turn completions without a workspace) a fenced ``diff`` block / a bare git diff
+    in the text."""
+    if completion.workspace_diff is not None:
+        return completion.workspace_diff, "workspace"
+    blocks = _DIFF_BLOCK.findall(completion.text)
+    if blocks:
+        return blocks[-1], "text"
+    i = completion.text.find("diff --git ")
+    if i >= 0:
+        return completion.text[i:], "text"
+    return "", "none"
 
 
 def _hash_split(instance_id: str, fractions: dict[str, float]) -> str:
@@ -96,11 +115,12 @@ class SWEDomain:
     # -- grading ---------------------------------------------------------------------------
     def _verdict(self, task: Task, completion: Completion, *, tests: TestScope, reset: bool, strict: bool) -> Verdict:
         t = self.swe_task(task)
-        diff = completion.workspace_diff or ""
+        diff, source = patch_of(completion)
         report: GradeReport = self.grader.grade(t, diff, tests=tests, reset=reset)
         sig = {**episode_signals(completion.turns), "truncated": completion.truncated, "n_tokens": completion.n_tokens}
         tam = report.tampering
         sig.update({
+            "patch_source": source,
             "files_touched": list(tam.get("files_touched", [])),
             "n_files_touched": tam.get("n_files_touched", 0),
             "test_files_modified": len(tam.get("test_files_modified", [])),

@@ -124,3 +124,45 @@ def test_load_tasks_with_splits(domain, median_row, tmp_path):
     assert sum(map(len, parts.values())) == 30 and not (parts["train"] & parts["heldout"])
     t = domain.load_tasks(TaskSource(path=str(p), split="train", limit=2))
     assert len(t) <= 2 and t[0].domain == "swe" and "test_patch" in t[0].gold
+
+
+def test_time_budget_with_a_fake_clock(grader, median_task):
+    from evo_swe.episode import run_episode
+    from evo_swe.workspace import Workspace
+
+    ticks = iter(range(0, 10_000, 400))
+    env, _ = grader.env(median_task)
+    with Workspace.create(grader.pristine(median_task), env, grader.executor) as ws:
+        res = run_episode(ws, "fix it", Scripted([call("str_replace_editor", command="view", path="/repo")] * 5),
+                          budget=Budget(max_seconds=1000), clock=lambda: next(ticks))
+    assert res.stop_reason == "max_seconds" and res.completion.truncated and res.stats["n_steps"] == 2
+
+
+def test_infra_failure_gives_no_verdict(swe_root, median_task):
+    from evo_core.api import Completion
+    from evo_swe.executor import TreeExecutor
+    from evo_swe.grading import Grader
+
+    class DeadSandbox:
+        name = "dead"
+
+        def run(self, request):
+            raise ConnectionError("worker died")
+
+        def close(self):
+            pass
+
+    d = SWEDomain()
+    d._grader = Grader(cache_dir=swe_root / "cache", executor=TreeExecutor(DeadSandbox()))
+    t = d.to_task(median_task)
+    for v in (d.verify(t, Completion(text="", workspace_diff=median_task.patch)), d.oracle(t, Completion(text="", workspace_diff=median_task.patch))):
+        assert v.reward is None and v.correct is None and "worker died" in v.infra_error
+
+
+def test_single_turn_diff_in_text(domain, task, median_task):
+    from evo_core.api import Completion
+
+    v = domain.oracle(task, Completion(text=f"Here is the fix:\n```diff\n{median_task.patch}```\n"))
+    assert v.reward == 1.0 and v.signals["patch_source"] == "text"
+    v = domain.verify(task, Completion(text="I could not find the bug."))
+    assert v.reward == 0.0 and v.signals["patch_source"] == "none"
