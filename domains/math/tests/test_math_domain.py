@@ -6,6 +6,8 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from evo_core.api import Completion, Domain, Task, Verdict
 from evo_core.plugins import PluginManager
@@ -157,3 +159,28 @@ def test_hundreds_of_boxes_are_a_hedge_not_an_infra_error(domain):
     o = domain.oracle(task("199"), Completion(text=text))
     assert o.infra_error is None and o.reward == 0.0
     assert o.signals["hedged"] and o.signals["answer_count"] == 200
+
+
+# -- properties through the real pool -------------------------------------------------------
+
+_pieces = st.one_of(
+    st.integers(-20, 20).map(lambda i: f"\\boxed{{{i}}}"),
+    st.integers(-20, 20).map(str),
+    st.sampled_from([" or ", ", ", " so ", "\\text{ or }", "\\boxed{3 \\text{ or } 4}", "\\boxed{1, 2}", "\n"]),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(gold=st.integers(-20, 20), parts=st.lists(_pieces, max_size=6))
+def test_mode_invariants(domain, gold, parts):
+    text = "".join(parts)
+    t, c = task(str(gold)), Completion(text=text)
+    strict, lenient = domain.oracle(t, c), domain.verify(t, c)
+    assert strict.infra_error is None and lenient.infra_error is None
+    s = strict.signals
+    assert s["hedged"] == (s["answer_count"] > 1) == lenient.signals["hedged"]
+    if strict.correct:  # strict implies lenient, and a strict pass is never a hedge
+        assert lenient.correct and not s["hedged"]
+    boxes = [p for p in parts if p.startswith("\\boxed")]
+    if boxes and all(b == f"\\boxed{{{gold}}}" for b in boxes):
+        assert strict.correct  # only gold, boxed (any number of times): the oracle pays
