@@ -134,8 +134,9 @@ class EventStore:
             try:
                 verify_chain(counted)
             except ChainBreak as br:
-                return VerifyReport(False, len(names), n_events + counted.n, n_blobs, str(br), br.stream, br.version,
-                                    counted.last_event_id)
+                eid = counted.last_event_id
+                msg = f"stream {br.stream!r}: event #{br.version}" + (f" (event {eid})" if eid else "") + f": {br.reason}"
+                return VerifyReport(False, len(names), n_events + counted.n, n_blobs, msg, br.stream, br.version, eid)
             except CorruptRecord as exc:
                 return VerifyReport(False, len(names), n_events + counted.n, n_blobs, str(exc), exc.stream or name,
                                     exc.version, exc.event_id)
@@ -151,7 +152,7 @@ class EventStore:
                         problem = self.blobs.check(digest)
                         n_blobs += 1
                         if problem:
-                            msg = f"stream {name!r}: event #{rec.version} (event {rec.event_id}): blob {digest[:12]}…: {problem}"
+                            msg = f"stream {name!r}: event #{rec.version} (event {rec.event_id}): {problem}"
                             return VerifyReport(False, len(names), n_events, n_blobs, msg, name, rec.version, rec.event_id)
         return VerifyReport(True, len(names), n_events, n_blobs)
 
