@@ -50,22 +50,18 @@ def _j(v: Any) -> str:
     return escape(json.dumps(v, sort_keys=True, default=str)[:300])
 
 
-def _decision_row(run_id: str, d: dict[str, Any]) -> str:
+def _decision_row(d: dict[str, Any]) -> str:
+    """One decision; kept compact because a long run has thousands (the page must stay small)."""
     prop = d["proposal"] or {}
-    what = f'{escape(prop.get("kind", ""))}/{escape(prop.get("name", ""))} <code>{_j(prop.get("params", {}))}</code>' if prop else escape(d["subject_id"])
+    what = f'{escape(prop.get("name", ""))} <code>{_j(prop.get("params", {}))[:120]}</code>' if prop else escape(str(d["subject_id"]))
     bts = "; ".join(f'{"passed" if b["passed"] else "failed"} {b.get("mode", "")}'
                     + (f' CI [{b["ci"][0]:.3g}, {b["ci"][1]:.3g}]' if b.get("ci") else "") for b in d["backtests"])
     diags = ", ".join(f'{escape(g["kind"])} [{escape(g["severity"])}]' for g in d["diagnoses"])
-    chain = (f'<details><summary>chain</summary><div class="grid2">'
-             f'<div>diagnoses: {diags or "–"}</div>'
-             f'<div>rationale: {escape(prop.get("rationale", "") or "–")}</div>'
-             f'<div>prediction: <code>{_j(prop.get("prediction", {}))}</code></div>'
-             f'<div>backtests: {escape(bts) or "–"}</div>'
-             f'<div>figures: <code>{_j(d["figures"])}</code></div>'
-             f'<div>full audit: <code>evo audit {escape(run_id)} --promotion {escape(d["id"])}</code></div></div></details>')
-    return (f'<tr id="d-{escape(d["id"])}" class="{d["decision"]}"><td>{d["step"]}</td><td>{d["decision"]}</td>'
-            f'<td>{escape(d["subject"] or "")}</td><td>{what}</td><td>{escape(d["gate"] or "")}</td>'
-            f'<td>{d["harness_before"]}→{d["harness_after"]}</td><td>{escape("; ".join(d["reasons"]))}</td><td>{chain}</td></tr>')
+    pred = _j(prop.get("prediction", {}))[:160] if prop else ""
+    chain = f"{diags or '–'} → {escape(bts) or '–'}" + (f"<br><small>predicts {pred}</small>" if pred else "")
+    return (f'<tr id="d-{escape(d["id"])}" class="{d["decision"]}"><td>{d["step"]}</td><td>{d["decision"][:3]}</td>'
+            f'<td>{what}</td><td>{escape(d["gate"] or "")}</td><td>{d["harness_before"]}→{d["harness_after"]}</td>'
+            f'<td>{escape("; ".join(d["reasons"]))[:200]}</td><td>{chain}</td><td><small>{escape(d["id"])}</small></td></tr>')
 
 
 def render(data: RunData, *, benchmark: Optional[dict[str, dict[str, float]]] = None, max_points: int = 400) -> str:
@@ -124,9 +120,11 @@ def render(data: RunData, *, benchmark: Optional[dict[str, dict[str, float]]] = 
     parts.append("<h2>Decisions</h2>")
     parts.append('<div id="filter"><button data-show="all">all</button><button data-show="promoted">promotions</button>'
                  '<button data-show="rejected">rejections</button></div>')
-    rows = "".join(_decision_row(data.run_id, d) for d in data.decisions)
-    parts.append(f'<table id="decisions"><thead><tr><th>step</th><th>decision</th><th>subject</th><th>what</th><th>gate</th>'
-                 f'<th>harness</th><th>reasons</th><th>audit</th></tr></thead><tbody>{rows}</tbody></table>')
+    parts.append(f'<p>Each row is one gate decision. Its full evidence chain, hash-verified: '
+                 f'<code>evo audit {escape(data.run_id)} --promotion ID</code> with the id in the last column.</p>')
+    rows = "".join(_decision_row(d) for d in data.decisions)
+    parts.append(f'<table id="decisions"><thead><tr><th>step</th><th>decision</th><th>what</th><th>gate</th>'
+                 f'<th>harness</th><th>reasons</th><th>diagnoses → backtests</th><th>id</th></tr></thead><tbody>{rows}</tbody></table>')
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
             'script-src \'unsafe-inline\'; img-src data:">'

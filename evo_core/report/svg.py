@@ -117,13 +117,12 @@ def timeline(harness: Sequence[tuple[float, float]], decisions: Sequence[dict], 
         x = ax.x(d["step"])
         if d["decision"] == "promoted":
             y = ax.y(d["harness_after"])
-            shape = f'<path d="M{x:.1f},{y - 6:.1f} L{x + 5:.1f},{y + 3:.1f} L{x - 5:.1f},{y + 3:.1f} Z" fill="#2ca02c"/>'
+            shape = f'<path d="M{x:.1f} {y - 6:.1f}l5 9h-10z" fill="#2ca02c"/>'
         else:
             y = ax.y(d["harness_after"]) + 8
-            shape = (f'<path d="M{x - 4:.1f},{y - 4:.1f} L{x + 4:.1f},{y + 4:.1f} M{x + 4:.1f},{y - 4:.1f} '
-                     f'L{x - 4:.1f},{y + 4:.1f}" stroke="#d62728" stroke-width="2"/>')
-        tip = f'{d["decision"]} {d["subject"]} at step {d["step"]} by {d["gate"]}: {"; ".join(d["reasons"])}'
-        body.append(f'<a href="#d-{d["id"]}" class="mark {d["decision"]}"><title>{escape(tip)}</title>{shape}</a>')
+            shape = f'<path d="M{x - 4:.1f} {y - 4:.1f}l8 8m0-8l-8 8" stroke="#d62728" stroke-width="2"/>'
+        tip = f'{d["decision"]} {d["subject"]} at step {d["step"]} by {d["gate"]}'
+        body.append(f'<a href="#d-{d["id"]}" class="mark"><title>{escape(tip)}</title>{shape}</a>')
     legend = _legend(["harness version", "promotion", "rejection"], ["#1f77b4", "#2ca02c", "#d62728"])
     return f'<figure><figcaption>{escape(title)}</figcaption>{_svg(body, title)}{legend}</figure>'
 
