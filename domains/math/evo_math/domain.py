@@ -96,7 +96,7 @@ class MathDomain:
     def _mode(self, task: Task) -> str:
         return check_mode(task.meta.get("verify_mode", self.verifier)) if task.meta else self.verifier
 
-    def _graded(self, pairs: Sequence[tuple[Task, Completion]]) -> list[Graded]:
+    def _graded(self, pairs: Sequence[tuple[Task, Completion]], progress: bool = False) -> list[Graded]:
         # Keyed by a digest: responses can be long, and the cache should not hold them.
         keys = [(str(t.gold), hashlib.blake2b(c.text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest())
                 for t, c in pairs]
@@ -109,7 +109,7 @@ class MathDomain:
                 out.append(g)
         todo = [i for i, g in enumerate(out) if g is None]
         if todo:
-            fresh = grade_many([(pairs[i][0].gold, pairs[i][1].text) for i in todo], self.pool)
+            fresh = grade_many([(pairs[i][0].gold, pairs[i][1].text) for i in todo], self.pool, progress=progress)
             with self._cache_lock:
                 for i, g in zip(todo, fresh):
                     out[i] = g
@@ -119,8 +119,8 @@ class MathDomain:
                     self._cache.popitem(last=False)
         return [g for g in out if g is not None]
 
-    def _verdicts(self, pairs: Sequence[tuple[Task, Completion]], modes: Sequence[str]) -> list[Verdict]:
-        graded = self._graded(pairs)
+    def _verdicts(self, pairs: Sequence[tuple[Task, Completion]], modes: Sequence[str], progress: bool = False) -> list[Verdict]:
+        graded = self._graded(pairs, progress)
         return [
             to_verdict(g, m, response=c.text, truncated=c.truncated, n_tokens=c.n_tokens)
             for g, m, (_, c) in zip(graded, modes, pairs)
@@ -134,12 +134,12 @@ class MathDomain:
         """The strict oracle: last box, exactly one distinct final answer, equal to gold."""
         return self._verdicts([(task, completion)], ["strict"])[0]
 
-    def verify_batch(self, pairs: Sequence[tuple[Task, Completion]]) -> list[Verdict]:
+    def verify_batch(self, pairs: Sequence[tuple[Task, Completion]], *, progress: bool = False) -> list[Verdict]:
         """``verify`` for many rollouts in one trip through the pool (much faster)."""
-        return self._verdicts(pairs, [self._mode(t) for t, _ in pairs])
+        return self._verdicts(pairs, [self._mode(t) for t, _ in pairs], progress)
 
-    def oracle_batch(self, pairs: Sequence[tuple[Task, Completion]]) -> list[Verdict]:
-        return self._verdicts(pairs, ["strict"] * len(pairs))
+    def oracle_batch(self, pairs: Sequence[tuple[Task, Completion]], *, progress: bool = False) -> list[Verdict]:
+        return self._verdicts(pairs, ["strict"] * len(pairs), progress)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -109,10 +109,9 @@ def _combine(ext: Extraction, gold: str, plan: _Plan, res: Optional[VerifyResult
     return Graded(ext, gold, strict, lenient, answer_count, None, res.ms if res else 0.0, gold_parsed)
 
 
-def grade_many(
-    items: Sequence[tuple[Any, str]], pool: VerifierPool
-) -> list[Graded]:
-    """Grade ``(gold, response)`` pairs with one batched trip through the pool."""
+def grade_many(items: Sequence[tuple[Any, str]], pool: VerifierPool, *, progress: bool = False) -> list[Graded]:
+    """Grade ``(gold, response)`` pairs with one batched trip through the pool
+    (``progress``: a transient rich progress bar on stderr)."""
     golds: list[str] = []
     bad_gold: dict[int, str] = {}
     for i, (g, _) in enumerate(items):
@@ -127,7 +126,16 @@ def grade_many(
     results: dict[int, VerifyResult] = {}
     if todo:
         try:
-            out = pool.map([plans[i].job for i in todo])  # type: ignore[misc]
+            jobs = [plans[i].job for i in todo]
+            if progress:
+                from rich.console import Console
+                from rich.progress import Progress
+
+                with Progress(console=Console(stderr=True), transient=True) as bar:
+                    tid = bar.add_task("math-verify", total=len(jobs))
+                    out = pool.map(jobs, on_result=lambda: bar.advance(tid))  # type: ignore[arg-type]
+            else:
+                out = pool.map(jobs)  # type: ignore[arg-type]
         except (PoolError, OSError) as exc:
             out = [VerifyResult(status="error", error=f"math-verify pool failed: {exc}") for _ in todo]
         results = dict(zip(todo, out))

@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import attrs
 import structlog
@@ -209,6 +209,7 @@ class VerifierPool:
         self.soft_timeout = soft_timeout
         self.start_timeout_s = start_timeout_s
         self._last_start_error = ""
+        self._on_result: Optional[Callable[[], None]] = None
         self.python = python or sys.executable
         self.stats: collections.Counter[str] = collections.Counter()
         self._workers: list[_Worker] = []
@@ -290,11 +291,13 @@ class VerifierPool:
     def verify(self, job: VerifyJob) -> VerifyResult:
         return self.map([job])[0]
 
-    def map(self, jobs: Sequence[VerifyJob]) -> list[VerifyResult]:
+    def map(self, jobs: Sequence[VerifyJob], on_result: Optional[Callable[[], None]] = None) -> list[VerifyResult]:
         """Grade every job; results in order. Never raises for a grading failure: a job
-        that times out or loses its worker gets a non-``ok`` result."""
+        that times out or loses its worker gets a non-``ok`` result. ``on_result`` is
+        called once per finished job (progress bars)."""
         with self._lock:
             self._check_owner()
+            self._on_result = on_result
             results: list[Optional[VerifyResult]] = [None] * len(jobs)
             pending: collections.deque[int] = collections.deque(range(len(jobs)))
             lines = [self._encode(i, j) for i, j in enumerate(jobs)]
@@ -444,14 +447,19 @@ class VerifierPool:
             if status != OK:
                 self.stats[f"soft_{status}"] += 1
             if idx < len(results):
-                results[idx] = VerifyResult(
+                self._record(results, idx, VerifyResult(
                     status=status,
                     match=tuple(msg.get("match", ())),
                     classes=tuple(msg.get("classes", ())),
                     gold_parsed=bool(msg.get("gold_parsed", False)),
                     error=msg.get("error"),
                     ms=float(msg.get("ms", 0.0)),
-                )
+                ))
+
+    def _record(self, results: list[Optional[VerifyResult]], idx: int, result: VerifyResult) -> None:
+        results[idx] = result
+        if self._on_result is not None:
+            self._on_result()
 
     def _lost(
         self, w: _Worker, results: list[Optional[VerifyResult]], pending: collections.deque[int], reason: Optional[str]
@@ -469,17 +477,17 @@ class VerifierPool:
             if head < len(results) and results[head] is None:
                 if reason is None:
                     hard = self.timeout_s + self.grace_s
-                    results[head] = VerifyResult(
+                    self._record(results, head, VerifyResult(
                         status=TIMEOUT, hard_timeout=True, ms=hard * 1000.0,
                         error=f"math-verify did not finish within {hard:g}s; worker killed",
-                    )
+                    ))
                 else:
                     code = w.proc.returncode
                     detail = f" (exit code {code})" if code is not None else ""
                     tail = w.stderr_text()
-                    results[head] = VerifyResult(
+                    self._record(results, head, VerifyResult(
                         status=CRASHED, error=f"math-verify {reason}{detail}" + (f": {tail[-300:]}" if tail else ""),
-                    )
+                    ))
                     self.stats["crashes"] += 1
                     log.warning("math_verify_worker_crashed", pid=w.pid, reason=reason, exit_code=code)
             pending.extendleft(reversed(w.inflight))

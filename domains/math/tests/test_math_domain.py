@@ -119,6 +119,8 @@ def test_batch_matches_single(domain):
     single = [domain.verify(t, c) for t, c in pairs]
     assert [v.reward for v in batch] == [v.reward for v in single]
     assert [v.reward for v in domain.oracle_batch(pairs)] == [v.reward for v in batch]
+    fresh = [(task(str(i)), Completion(text=f"\\boxed{{{i}}} again")) for i in range(30)]
+    assert [v.reward for v in domain.verify_batch(fresh, progress=True)] == [1.0] * 30
 
 
 def test_episode_prompt(domain):

@@ -26,7 +26,9 @@ def pool():
 
 def test_results_come_back_in_order(pool):
     jobs = [VerifyJob(str(i), (str(i), str(i + 1)), 2) for i in range(40)]
-    res = pool.map(jobs)
+    done = []
+    res = pool.map(jobs, on_result=lambda: done.append(1))
+    assert len(done) == 40
     assert [r.status for r in res] == [OK] * 40
     assert all(r.match == (True, False) for r in res)
     assert all(r.classes == (0, 1) for r in res)  # two different answers, two classes
