@@ -1,0 +1,46 @@
+"""``evo grade code`` end to end, through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def evo(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evo_core.cli.app", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_grade_code_humaneval_row_with_a_completion(tmp_path):
+    row = json.loads((FIXTURES / "humaneval.jsonl").read_text().splitlines()[0])
+    (tmp_path / "p.json").write_text(json.dumps(row))
+    # a completion that only continues the prompt (the body), in a fence, as a model writes it
+    (tmp_path / "s.py").write_text("Here you go:\n```python\n" + row["canonical_solution"] + "```\n")
+    r = evo("grade", "code", "--problem", str(tmp_path / "p.json"), "--solution", str(tmp_path / "s.py"))
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)
+    assert v["reward"] == 1.0 and v["kind"] == "assert" and len(v["tests"]) == 7
+    assert v["signals"]["extraction"] == "fenced_python" and v["signals"]["prepended_prompt"] is True
+
+
+def test_grade_code_wrong_answer_is_still_exit_zero(tmp_path):
+    (tmp_path / "s.py").write_text("print(-1)\n")
+    r = evo("grade", "code", "--problem", str(FIXTURES / "taco.jsonl"), "--id", "taco-sum", "--solution", str(tmp_path / "s.py"), "--time-limit", "2")
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)
+    assert v["reward"] == 0.0 and {t["outcome"] for t in v["tests"]} == {"wrong_answer"}
+    assert v["signals"]["time_limit_source"] == "dataset"
+
+
+def test_grade_code_bad_input_is_a_clear_error(tmp_path):
+    (tmp_path / "s.py").write_text("print(0)\n")
+    (tmp_path / "bad.jsonl").write_text('{"question": "q", "input_output": "{oops"}\n')
+    r = evo("grade", "code", "--problem", str(tmp_path / "bad.jsonl"), "--solution", str(tmp_path / "s.py"))
+    assert r.returncode == 2 and "row 1" in r.stderr and "input_output" in r.stderr and "Traceback" not in r.stderr
+    r = evo("grade", "code", "--problem", str(FIXTURES / "taco.jsonl"), "--solution", str(tmp_path / "s.py"))
+    assert r.returncode == 2 and "--row or --id" in r.stderr
+    r = evo("grade", "code", "--problem", str(tmp_path / "nope.json"), "--solution", str(tmp_path / "s.py"))
+    assert r.returncode == 2 and "no such file" in r.stderr
