@@ -13,11 +13,11 @@ def kinds(name, window, **params):
     return {(f.kind, f.severity) for f in DIAG[name].evaluate(window, params)}
 
 
-def hedging_run(hedge_late: float, strict_late: float, steps: int = 10, n: int = 20):
+def hedging_run(hedge_late: float, strict_late: float, steps: int = 10, n: int = 20, hedge_early: float = 0.08):
     rows = []
     for s in range(1, steps + 1):
         late = s > steps // 2
-        rate = hedge_late if late else 0.08
+        rate = hedge_late if late else hedge_early
         for i in range(n):
             hedged = i < int(rate * n)
             strict = None if i % 2 else (not hedged and (i / n) < (strict_late if late else 0.6))
@@ -37,6 +37,10 @@ def test_answer_hedging_quiet_on_clean_or_flat():
     # high but not rising, and strict accuracy rising: not a hack
     assert not kinds("answer_hedging", win(hedging_run(0.08, 0.6)), max_rate=0.05)
     assert not kinds("answer_hedging", win(hedging_run(0.5, 0.4)[:10]))  # too little evidence
+    # a high hedge rate that is falling (a fix at work) does not fire
+    assert not kinds("answer_hedging", win(hedging_run(0.3, 0.6, hedge_early=0.6)))
+    # hedging up but strict accuracy up too: not the hack's signature
+    assert not kinds("answer_hedging", win(hedging_run(0.5, 0.9, hedge_early=0.3)))
 
 
 def test_reward_oracle_gap():
