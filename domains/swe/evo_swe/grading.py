@@ -229,6 +229,23 @@ class Grader:
         )
 
 
+# pytest is imported from the environment *before* the tree goes on sys.path: with a plain
+# ``python -m pytest`` (cwd first on sys.path) or PYTHONPATH=src, a ``pytest.py`` or
+# ``_pytest/`` in the agent's tree would shadow the runner and write its own junit report.
+# ``-I`` (isolated mode) keeps cwd, PYTHON* variables and user site-packages out; the tree
+# is added afterwards, as ``python -m pytest`` would have it, so the project imports normally.
+PYTEST_LAUNCHER = (
+    "import os, sys\n"
+    "import pytest, pluggy, iniconfig, tomllib, xml.etree.ElementTree\n"
+    "import _pytest.config, _pytest.junitxml, _pytest.main, _pytest.runner, _pytest.terminal, _pytest.python\n"
+    "sys.dont_write_bytecode = True\n"
+    "root = os.getcwd()\n"
+    "extra = sys.argv[1]\n"
+    "sys.path[:0] = [root] + ([os.path.join(root, extra)] if extra else [])\n"
+    "sys.exit(int(pytest.main(sys.argv[2:])))\n"
+)
+
+
 def run_tests(
     executor: TreeExecutor, env: PythonEnv, tree: Path, files: Sequence[str], *, test_cmd: Sequence[str] = ("pytest",),
     timeout: float = 900.0,
@@ -246,13 +263,12 @@ def run_tests(
         return None, {}, None
     junit_name = f".evo-junit-{secrets.token_hex(8)}.xml"
     argv = [
-        str(env.python), "-m", "pytest", *list(test_cmd)[1:],
+        str(env.python), "-I", "-c", PYTEST_LAUNCHER, "src" if (tree / "src").is_dir() else "", *list(test_cmd)[1:],
         "-p", "no:cacheprovider", "-o", "junit_family=xunit1", "-o", "junit_logging=no",
         f"--junitxml={junit_name}", "-c", cfg, "--rootdir=.", "--continue-on-collection-errors", "-q", "-rfE",
         "--", *present,
     ]
-    run_env = {**env.env_vars(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "HOME": ".",
-               "PYTHONPATH": "src" if (tree / "src").is_dir() else ""}
+    run_env = {**env.env_vars(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "HOME": "."}
     run = executor.run(tree, argv, timeout=timeout, env=run_env, collect=[junit_name], max_output=8000, expose=[str(env.path)])
     if run.infra_error:
         return run, {}, None

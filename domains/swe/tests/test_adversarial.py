@@ -236,3 +236,34 @@ def test_skipping_the_failing_tests_from_the_code(grader, median_task, tmp_path,
     r = grader.grade(median_task, edit_diff(grader, median_task, tmp_path, edit))
     assert r.resolved is False
     assert r.f2p == {"tests/test_hidden.py::test_median_pair": "skipped", "tests/test_stats.py::test_median_even": "skipped"}
+
+
+SHADOW_PYTEST = '''import sys
+ids = {ids!r}
+xml = None
+for a in sys.argv:
+    if a.startswith("--junitxml="):
+        xml = a.split("=", 1)[1]
+cases = []
+for nid in ids:
+    parts = nid.split("::")
+    f = parts[0]
+    mod = f[:-3].replace("/", ".")
+    cases.append('<testcase classname="%s" name="%s" file="%s" time="0"/>' % (".".join([mod] + parts[1:-1]), parts[-1], f))
+open(xml, "w").write('<testsuites><testsuite tests="%d">%s</testsuite></testsuites>' % (len(cases), "".join(cases)))
+sys.exit(0)
+'''
+
+
+@pytest.mark.parametrize("where", ["pytest.py", "_pytest/__init__.py", "src/pytest.py", "iniconfig.py"])
+def test_shadowing_pytest_to_forge_the_report(grader, median_task, tmp_path, host_guard, where):
+    ids = list(median_task.FAIL_TO_PASS + median_task.PASS_TO_PASS)
+
+    def edit(ws):
+        p = ws / where
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(SHADOW_PYTEST.format(ids=ids))
+
+    r = grader.grade(median_task, edit_diff(grader, median_task, tmp_path, edit))
+    assert r.resolved is False
+    assert r.f2p["tests/test_stats.py::test_median_even"] == "failed"
