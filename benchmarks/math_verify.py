@@ -68,8 +68,11 @@ def make_items(n: int, seed: int, kind: str = "mixed") -> list[tuple[str, str]]:
 def inprocess(items: list[tuple[str, str]]) -> tuple[float, list[bool]]:
     from math_verify import parse, verify
 
+    from evo_math.worker import extraction_config
+
+    cfg = extraction_config()  # the workers' configuration: the same work on both sides
     t0 = time.perf_counter()
-    res = [verify(parse("\\boxed{" + g + "}"), parse("\\boxed{" + c + "}")) for g, c in items]
+    res = [verify(parse("\\boxed{" + g + "}", cfg), parse("\\boxed{" + c + "}", cfg)) for g, c in items]
     return time.perf_counter() - t0, res
 
 

@@ -49,13 +49,22 @@ def _wrap(answer: str) -> str:
     return "\\boxed{" + answer + "}"
 
 
-def run_job(job: dict[str, Any], mv_parse: Any, mv_verify: Any) -> dict[str, Any]:
+def extraction_config() -> list[Any]:
+    """LaTeX extraction only. Every answer arrives wrapped in ``\\boxed{}``, and
+    math-verify's plain-expression extractor is the one path that hands text to sympy's
+    ``parse_expr``, which is eval-based. The LaTeX path uses an ANTLR parser instead."""
+    from math_verify import LatexExtractionConfig
+
+    return [LatexExtractionConfig()]
+
+
+def run_job(job: dict[str, Any], mv_parse: Any, mv_verify: Any, config: Any) -> dict[str, Any]:
     """Parse gold and every candidate, compare each candidate with gold (gold first), and
     group the first ``n_answers`` candidates into classes of equivalent answers."""
     cands: list[str] = job["cands"]
     n_answers: int = job.get("n_answers", 0)
-    gold = mv_parse(_wrap(job["gold"]), parsing_timeout=None)
-    parsed = [mv_parse(_wrap(c), parsing_timeout=None) for c in cands]
+    gold = mv_parse(_wrap(job["gold"]), extraction_config=config, parsing_timeout=None)
+    parsed = [mv_parse(_wrap(c), extraction_config=config, parsing_timeout=None) for c in cands]
     match = [bool(p) and bool(gold) and mv_verify(gold, p, timeout_seconds=None) for p in parsed]
     # Equivalence classes among the final answers: "1/2" and "0.5" are one answer, not a hedge.
     classes: list[int] = []
@@ -94,9 +103,11 @@ def main() -> None:
 
     from math_verify import parse, verify
 
+    config = extraction_config()
     # Warm the parser and sympy's caches before declaring ready, so that the first real
     # job does not pay seconds of lazy imports against its deadline.
-    verify(parse(_wrap("\\frac{1}{2}"), parsing_timeout=None), parse(_wrap("0.5"), parsing_timeout=None), timeout_seconds=None)
+    verify(parse(_wrap("\\frac{1}{2}"), config, parsing_timeout=None),
+           parse(_wrap("0.5"), config, parsing_timeout=None), timeout_seconds=None)
     signal.signal(signal.SIGALRM, _on_alarm)
     channel.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
 
@@ -110,7 +121,7 @@ def main() -> None:
             if soft > 0:
                 signal.setitimer(signal.ITIMER_REAL, soft)
             try:
-                out = run_job(job, parse, verify)
+                out = run_job(job, parse, verify, config)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except _Deadline:

@@ -143,3 +143,23 @@ def test_worker_runs_alone_as_a_module():
     lines = [json.loads(line) for line in out.stdout.splitlines()]
     assert lines[0]["ready"] is True
     assert lines[1]["status"] == "ok" and lines[1]["match"] == [True]
+
+
+def test_worker_never_reaches_sympys_eval_based_parser(monkeypatch):
+    # math-verify's plain-expression path calls sympy's parse_expr (eval-based); the
+    # worker's extraction config must not use it, whatever the answer looks like.
+    import math_verify.parser as mvp
+    from math_verify import parse, verify
+
+    from evo_math.worker import extraction_config, run_job
+
+    calls = []
+    real = mvp.parse_expr_cached
+    monkeypatch.setattr(mvp, "parse_expr_cached", lambda e: calls.append(e) or real(e))
+    parse("the answer is 1+2*3 ", parsing_timeout=None)  # control: the default config does call it
+    assert calls
+    calls.clear()
+    job = {"gold": "7", "cands": ["1+2*3", "3*4", "(2+3)/5", "2**10"], "n_answers": 4}
+    out = run_job(job, parse, verify, extraction_config())
+    assert out["match"][0] is True
+    assert calls == []
