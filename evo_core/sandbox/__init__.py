@@ -7,7 +7,7 @@ SandboxFusion-style; ``evo_core.sandbox.server`` serves a local backend over ASG
 
 from evo_core.sandbox.protocol import ExecResult, Limits, RunRequest, Sandbox, run_code
 
-__all__ = ["ExecResult", "Limits", "RunRequest", "Sandbox", "run_code", "LocalSandbox", "get_sandbox"]
+__all__ = ["ExecResult", "Limits", "RunRequest", "Sandbox", "run_code", "LocalSandbox", "get_sandbox"]  # noqa: F822 (lazy)
 
 
 def __getattr__(name: str):  # lazy: importing the protocol must stay cheap

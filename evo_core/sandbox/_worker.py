@@ -110,6 +110,26 @@ def write_msg(fd, obj):
         data = data[os.write(fd, data):]
 
 
+LOCK_DIR = "/tmp/evo-sandbox-uids"
+
+
+def claim_uid(hint, lock_dir=LOCK_DIR):
+    """A uid no other live sandbox on this host uses: (uid, lock fd). The flock is released
+    when the fd closes or the holder dies, so uids of crashed workers come back."""
+    os.makedirs(lock_dir, mode=0o700, exist_ok=True)
+    start = hint % UID_SPAN
+    for i in range(UID_SPAN):
+        uid = UID_BASE + (start + i) % UID_SPAN
+        fd = os.open(os.path.join(lock_dir, "%d.lock" % uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return uid, fd
+    raise RuntimeError("no free sandbox uid")
+
+
 class Worker:
     def __init__(self, cfg):
         self.cfg = cfg
@@ -133,21 +153,8 @@ class Worker:
 
     # -- start-up ------------------------------------------------------------------------
     def _claim_uid(self):
-        """A uid no other live worker on this host uses (flock-ed, released when we die)."""
-        lock_dir = self.cfg.get("lock_dir", "/tmp/evo-sandbox-uids")
-        os.makedirs(lock_dir, mode=0o700, exist_ok=True)
-        start = self.cfg.get("uid_hint", os.getpid()) % UID_SPAN
-        for i in range(UID_SPAN):
-            uid = UID_BASE + (start + i) % UID_SPAN
-            fd = os.open(os.path.join(lock_dir, "%d.lock" % uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                continue
-            self._lock_fd = fd
-            return uid
-        raise RuntimeError("no free sandbox uid")
+        uid, self._lock_fd = claim_uid(self.cfg.get("uid_hint", os.getpid()), self.cfg.get("lock_dir", LOCK_DIR))
+        return uid
 
     def _setup(self):
         iso = self.isolation
