@@ -13,6 +13,7 @@ import copy
 import math
 import random
 import time
+import uuid
 from typing import Any, Mapping, Optional, Sequence
 
 import attrs
@@ -190,7 +191,7 @@ class RLSession:
             for si, s in enumerate(group):
                 comp = Completion(text=s.text, truncated=s.truncated, n_tokens=len(s.token_ids))
                 verdict = self._grade(self.domain.verify, task, comp)
-                items.append(RolloutItem(rollout_id=f"{gid}r{si}", group_id=gid, task=task, completion=comp,
+                items.append(RolloutItem(rollout_id=uuid.uuid4().hex, group_id=gid, task=task, completion=comp,
                                          verdict=verdict, reward=verdict.reward, mask=verdict.reward is not None))
                 samples.append(s)
         self._audit(items)

@@ -92,7 +92,7 @@ class ArithmeticDomain:
         return out
 
     def _jsonl(self, source: TaskSource) -> list[Task]:
-        out = []
+        rows: list[tuple[int, dict]] = []
         try:
             fh = open(source.path)
         except OSError as exc:
@@ -103,10 +103,15 @@ class ArithmeticDomain:
                     continue
                 try:
                     row = json.loads(line)
-                    out.append(Task(task_id=str(row.get("id", f"line-{n}")), prompt=row["prompt"], gold=str(row["answer"]),
-                                    split=row.get("split", source.split), domain=self.name))
-                except (ValueError, KeyError) as exc:
+                    rows.append((n, row))
+                    Task(task_id="", prompt=row["prompt"], gold=str(row["answer"]))
+                except (ValueError, KeyError, TypeError) as exc:
                     raise ArithmeticError_(f"{source.path}:{n}: bad task row ({type(exc).__name__}: {exc})") from None
+        # A file with a "split" column holds several splits (rows without one are "train");
+        # a file without one is the requested split.
+        has_split = any("split" in r for _, r in rows)
+        out = [Task(task_id=str(r.get("id", f"line-{n}")), prompt=r["prompt"], gold=str(r["answer"]),
+                    split=r.get("split", "train") if has_split else source.split, domain=self.name) for n, r in rows]
         return [t for t in out if t.split == source.split]
 
     # -- grading ---------------------------------------------------------------------------
