@@ -178,7 +178,8 @@ class TreeExecutor:
             "sync": sync_back, "collect": list(collect), "max_collect": max_collect, "nonce": nonce,
         }
         tar = pack_tree(Path(tree))
-        out_cap = max(1 << 20, 2 * len(tar) + 4 * max_output + 2 * max_collect * max(1, len(collect)) + (1 << 16))
+        # base64 of the tree coming back (which may have grown) plus output and collected files
+        out_cap = max(64 << 20, 3 * len(tar) + 4 * max_output + 2 * max_collect * max(1, len(collect)) + (1 << 16))
         limits = Limits(
             wall_seconds=timeout + self.overhead_s,
             cpu_seconds=timeout + self.overhead_s,

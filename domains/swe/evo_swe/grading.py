@@ -47,6 +47,7 @@ from evo_swe.tasks import SWETask, TaskFormatError, load_tasks, parse_row
 log = structlog.get_logger("evo_swe.grading")
 
 TestScope = Literal["all", "f2p", "p2p"]
+MAX_DIFF_CHARS = 16 << 20  # a bigger "fix" is a denial-of-service attempt on the grader host
 _SUSPICIOUS = re.compile(
     r"^\+(?!\+\+).*(\b_pytest\b|\bjunitxml\b|--junit|\bos\._exit\b|\bPYTEST_[A-Z_]+|\bdef pytest_[a-z_]+\(|"
     r"pytest_plugins\s*=|\batexit\.register\b|\bsys\.settrace\b|\bbuiltins\.__import__)",
@@ -162,6 +163,10 @@ class Grader:
         P2P only; ``reset=False`` skips the test-file reset (a deliberately weak verifier
         for experiments — hackable by design)."""
         t0 = time.monotonic()
+        if len(diff) > MAX_DIFF_CHARS:
+            return GradeReport(instance_id=task.instance_id, resolved=False, patch_applied=False,
+                               patch_error=f"diff too large ({len(diff)} characters > {MAX_DIFF_CHARS})",
+                               tampering={"diff_too_large": True})
         tamper = diff_tampering(diff)
         f2p = list(task.FAIL_TO_PASS) if tests in ("all", "f2p") else []
         p2p = list(task.PASS_TO_PASS) if tests in ("all", "p2p") else []

@@ -57,6 +57,8 @@ class Workspace:
             self.refused_members.extend(refused)
             self.editor.root = self.path
         out = run.output
+        if run.tree_tar is None:
+            out += "\n[the workspace grew too large to bring back; this command's file changes were discarded]"
         if run.timed_out:
             out += f"\n[command timed out after {timeout:g}s; its process group was killed]"
         if refused:
