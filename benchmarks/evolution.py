@@ -35,7 +35,8 @@ def run_seed(config: str, seed: int, store_url: str, overrides: list[str], timeo
     st = open_store(store_url)
     before = set(st.runs())
     st.close()
-    cmd = [sys.executable, "-m", "evo_core.cli.app", "run", config, "--store", store_url, "--set", f"run.seed={seed}"]
+    cmd = [sys.executable, "-m", "evo_core.cli.app", "run", config, "--store", store_url, "--no-progress",
+           "--set", f"run.seed={seed}"]
     for o in overrides:
         cmd += ["--set", o]
     t0 = time.perf_counter()

@@ -71,7 +71,8 @@ class BacktestConfig:
     min_n: int = 30  # paired items below which no decision is possible
     confidence: float = 0.9  # two-sided bootstrap CI level
     n_boot: int = 2000
-    regression_cap: float = 0.15  # max fraction of paired items that may get worse
+    regression_cap: float = 0.15  # max fraction of paired items that may get worse…
+    worse_margin: float = 0.0  # …by more than this (item scores averaged over samples are noisy)
     min_effect: float = 0.0  # CI lower bound must exceed this
     fingerprint_check: bool = True  # the targeted diagnosis must fall in treatment
     min_precision: float = 0.7  # offline: a diagnostic/penalty must hit invalid rollouts…
@@ -83,7 +84,7 @@ class BacktestConfig:
     def from_dict(cls, data: Any) -> "BacktestConfig":
         data = _table(data, "harness.backtest")
         _check_keys(cls, data, "harness.backtest")
-        for k in ("confidence", "regression_cap", "min_precision", "min_recall", "max_false_positive"):
+        for k in ("confidence", "regression_cap", "worse_margin", "min_precision", "min_recall", "max_false_positive"):
             if k in data:
                 _num(data[k], f"harness.backtest.{k}", 0.0, 1.0)
         for k in ("k_steps", "min_n", "n_boot"):

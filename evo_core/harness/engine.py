@@ -182,6 +182,8 @@ class HarnessEngine:
         if not self._started:
             self._start(ctx)
         self.window.add_step(ctx.step, ctx.rollouts, ctx.step_event, ctx.evals)
+        if self.main_train_reward is None and self.main_eval is not None and self.main_eval.policy_version == 0:
+            self.main_train_reward = self._train_reward_since(-1)  # the starting checkpoint's reward
         evals = [e for e in ctx.evals if e.branch == "main" and e.event_id not in self._gated_evals]
         due = ctx.step % self.config.diagnose_every == 0 or ctx.final or bool(evals)
         if due:
@@ -211,6 +213,7 @@ class HarnessEngine:
     # -- start: main-line snapshot, imported skills ----------------------------------------
     def _start(self, ctx: StepContext) -> None:
         self._started = True
+        self._adopt_logged_evals(ctx)
         if ctx.session is not None and self.main_snapshot is None:
             ok, snap = self._guard(ctx, "session", "checkpoint", ctx.session.checkpoint)
             self.main_snapshot = snap if ok else None
@@ -230,6 +233,28 @@ class HarnessEngine:
                                           bundle=dict(sk["bundle"]), provenance=prov,
                                           source_run=sk.get("source_run"), emitted_by=ENGINE))
         self._emit(ctx, events)
+
+    def _adopt_logged_evals(self, ctx: StepContext) -> None:
+        """Evaluations logged before the first step (the starting checkpoint, step 0) are
+        not in any StepContext: read them from the log. The starting checkpoint is the main
+        line by definition."""
+        store = ctx.store if ctx.store is not None else self.store
+        if store is None or self.main_eval is not None:
+            return
+        from evo_core.store import run_stream
+
+        current = {e.event_id for e in ctx.evals}
+        try:
+            logged = [e for e in store.events(run_stream(self.run_id))
+                      if isinstance(e, EvalCompleted) and e.branch == "main" and e.event_id not in current
+                      and e.event_id not in self._gated_evals and e.step < ctx.step]
+        except Exception:
+            return
+        for e in logged:
+            self.window.evals.append(e)
+            self._gated_evals.add(e.event_id)
+            if e.policy_version == 0 and self.main_eval is None:
+                self.main_eval = e
 
     # -- diagnostics -----------------------------------------------------------------------
     def diagnostic_settings(self, state: HarnessState) -> dict[str, DiagnosticSetting]:
@@ -375,10 +400,18 @@ class HarnessEngine:
                                               plugin_versions={name: str(proposer.version)}, emitted_by=ENGINE)])
                 elif isinstance(item, Proposal):
                     proposals.append(item)
-        for p in self._filter(ctx, proposals, actionable)[: self.config.max_proposals_per_round]:
-            self._evaluate_proposal(ctx, p, actionable)
+        promoted_targets: set[str] = set()
+        tried = 0
+        for p in self._filter(ctx, proposals, actionable):
+            if tried >= self.config.max_proposals_per_round:
+                break
+            if p.kind != "diagnostic" and set(p.targets) & promoted_targets:
+                continue  # single factor: one training change per diagnosis per round
+            tried += 1
+            if self._evaluate_proposal(ctx, p, actionable) and p.kind != "diagnostic":
+                promoted_targets |= set(p.targets)
 
-    def _evaluate_proposal(self, ctx: StepContext, p: Proposal, diagnoses: Sequence[FailureDiagnosed]) -> None:
+    def _evaluate_proposal(self, ctx: StepContext, p: Proposal, diagnoses: Sequence[FailureDiagnosed]) -> bool:
         targeted = [d for d in diagnoses if d.kind in set(p.targets)] or list(diagnoses)
         prop = InterventionProposed(
             run_id=self.run_id, step=ctx.step, kind=p.kind, name=p.name, params=_jsonable(dict(p.params)),
@@ -400,13 +433,14 @@ class HarnessEngine:
         cand = Candidate(subject="intervention", subject_id=prop.event_id, step=ctx.step, proposal=p, backtests=tuple(outcomes))
         decisions = self._run_gates(ctx, cand)
         target_value = self._target_value(p.targets, diagnoses)
-        self._decide(ctx, cand, decisions, caused_by=tuple(e.event_id for e in bt_events) or (prop.event_id,),
-                     proposal_event=prop, diagnoses=targeted, backtest_events=bt_events, target_value=target_value)
+        accepted = self._decide(ctx, cand, decisions, caused_by=tuple(e.event_id for e in bt_events) or (prop.event_id,),
+                                proposal_event=prop, diagnoses=targeted, backtest_events=bt_events, target_value=target_value)
         # a reused skill that failed its fingerprint check in the online A/B is retired
         if p.skill_id and any(o.mode == "online" and o.figures.get("fingerprint_ok") is False for o in outcomes):
             self._emit(ctx, [SkillRetired(run_id=self.run_id, skill_id=p.skill_id, step=ctx.step,
                                           reason="fingerprint check failed: the targeted diagnosis did not fall in treatment",
                                           evidence=tuple(e.event_id for e in bt_events), emitted_by=ENGINE)])
+        return accepted
 
     def _backtest(self, ctx: StepContext, proposal_id: str, p: Proposal, diagnoses: Sequence[FailureDiagnosed]) -> list[BacktestOutcome]:
         bcfg = self.config.backtest

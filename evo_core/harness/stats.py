@@ -30,6 +30,7 @@ def paired_bootstrap(
     n_boot: int = 2000,
     confidence: float = 0.9,
     seed: int = 0,
+    worse_margin: float = 0.0,
 ) -> Optional[PairedBootstrap]:
     """Percentile bootstrap CI of mean(treatment - control), resampling *items* (pairs).
 
@@ -51,8 +52,8 @@ def paired_bootstrap(
     alpha = (1.0 - confidence) / 2.0
     lo = means[max(0, int(alpha * n_boot))]
     hi = means[min(n_boot - 1, int((1.0 - alpha) * n_boot) - 1)]
-    worse = sum(1 for d in diffs if d < 0)
-    better = sum(1 for d in diffs if d > 0)
+    worse = sum(1 for d in diffs if d < -worse_margin)
+    better = sum(1 for d in diffs if d > worse_margin)
     return PairedBootstrap(
         n=n, mean_diff=sum(diffs) / n, ci=(lo, hi), worse=worse, better=better, worse_frac=worse / n,
         control_mean=sum(float(control[i]) for i in items) / n,

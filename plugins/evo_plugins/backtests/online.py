@@ -38,7 +38,7 @@ class OnlineAB:
         e_control = control.evaluate("heldout", strict=True, limit=cfg.eval_limit)
         e_treat = treatment.evaluate("heldout", strict=True, limit=cfg.eval_limit)
         boot = paired_bootstrap(e_control.item_scores, e_treat.item_scores, n_boot=cfg.n_boot,
-                                confidence=cfg.confidence, seed=ctx.seed)
+                                confidence=cfg.confidence, seed=ctx.seed, worse_margin=cfg.worse_margin)
         r_control = steps_rollouts(ctx.run_id, m_control)
         r_treat = steps_rollouts(ctx.run_id, m_treat)
         w_control = Window(run_id=ctx.run_id, step=ctx.step, rollouts=tuple(r_control))
