@@ -24,3 +24,11 @@ def test_pairing_only_on_shared_items():
 def test_slope():
     assert slope([1, 2, 3], [1, 2, 3]) == 1.0
     assert slope([1, 1], [0, 5]) is None and slope([1], [1]) is None
+
+
+def test_worse_margin_ignores_small_item_noise():
+    control = {f"i{k}": 0.5 for k in range(40)}
+    treat = {f"i{k}": 0.25 if k < 10 else (0.0 if k < 12 else 0.75) for k in range(40)}
+    assert paired_bootstrap(control, treat, n_boot=50).worse == 12
+    b = paired_bootstrap(control, treat, n_boot=50, worse_margin=0.25)
+    assert b.worse == 2 and b.worse_frac == 0.05
