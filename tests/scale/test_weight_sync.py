@@ -30,6 +30,19 @@ def _texts(rows):
     return [r[0].token_ids for r in rows]
 
 
+SAMPLED = SamplingParams(n=2, temperature=1.0, max_new_tokens=6, seed=7)
+
+
+def _served_by(rows, policy, atol=1e-4) -> bool:
+    """Whether the server's log-probs (T=1) are ``policy``'s own for the sampled tokens:
+    a check on the weights that, unlike greedy text, no near-tie in an untrained model can flip."""
+    flat = [s for r in rows for s in r]
+    with torch.no_grad():
+        lp = policy.logprobs([s.prompt_ids for s in flat], [s.token_ids for s in flat])
+    return all(torch.allclose(lp[i, :len(s.token_ids)], torch.tensor(s.logprobs), atol=atol)
+               for i, s in enumerate(flat))
+
+
 def _perturb(module: torch.nn.Module, names: str = "", seed: int = 0, scale: float = 0.5) -> None:
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -54,11 +67,14 @@ def test_checkpoint_reload_changes_outputs_and_is_recorded(server, tiny_dir, tmp
         before = eng.generate(PROMPTS, GREEDY)
         _perturb(trained.model, seed=1)
         assert _texts(trained.sample(PROMPTS, GREEDY)) != _texts(before)
+        assert _served_by(eng.generate(PROMPTS, SAMPLED), HFPolicy.load(tiny_dir))
         ev = sync_and_record(eng, trained, store=store, run_id="r1", step=3, version=2)
         after = eng.generate(PROMPTS, GREEDY)
+        sampled = eng.generate(PROMPTS, SAMPLED)
     assert host.weights_version == 1
     # the server now samples from exactly the trained weights
-    assert _texts(after) == _texts(trained.sample(PROMPTS, GREEDY)) != _texts(before)
+    assert _served_by(sampled, trained) and not _served_by(sampled, HFPolicy.load(tiny_dir))
+    assert _texts(after) != _texts(before)
     logged = list(store.events(run_stream("r1")))
     assert [type(e).__name__ for e in logged] == ["PolicyUpdated"] and logged[0] == ev
     assert ev.step == 3 and ev.policy_version == 2 and not ev.adapter and ev.digest == trained.digest()
@@ -93,9 +109,10 @@ def test_lora_adapter_sync(server, tiny_dir, tmp_path):
             _perturb(policy.model, names="lora_B", seed=version, scale=2.0)  # B starts at 0: make it matter
             ev = sync_and_record(eng, policy, store=store, run_id="r2", step=version, version=version)
             assert eng.model == f"tiny-v{version}" and ev.adapter
-            rows = eng.generate(PROMPTS, GREEDY)
-            assert _texts(rows) == _texts(policy.sample(PROMPTS, GREEDY))
-        assert _texts(rows) != _texts(base)
+            sampled = eng.generate(PROMPTS, SAMPLED)
+            assert _served_by(sampled, policy), f"server is not sampling from adapter v{version}"
+        assert not _served_by(sampled, HFPolicy.load(tiny_dir))
+        assert _texts(eng.generate(PROMPTS, GREEDY)) != _texts(base)
     served = [m["id"] for m in httpx.get(url + "/v1/models").json()["data"]]
     assert served == ["tiny", "tiny-v2"]  # keep_adapters=1 unloaded v1
     assert len(list(store.events(run_stream("r2")))) == 2
