@@ -10,6 +10,8 @@ from typing import Any, Optional
 import attrs
 import structlog
 
+from evo_swe._log import get_logger
+
 from evo_core.api import Completion, Task, TaskSource, Verdict
 from evo_swe import __version__
 from evo_swe.episode import Budget, EpisodeResult, episode_signals, run_episode
@@ -17,7 +19,7 @@ from evo_swe.grading import Grader, GradeReport, TestScope
 from evo_swe.tasks import SWETask, load_tasks, parse_row
 from evo_swe.workspace import Workspace
 
-log = structlog.get_logger("evo_swe.domain")
+log = get_logger("evo_swe.domain")
 SPLITS = ("train", "validation", "heldout")
 
 

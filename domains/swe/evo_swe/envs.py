@@ -33,7 +33,9 @@ from typing import Iterable, Mapping, Optional, Sequence
 import attrs
 import structlog
 
-log = structlog.get_logger("evo_swe.envs")
+from evo_swe._log import get_logger
+
+log = get_logger("evo_swe.envs")
 MARKER = ".evo-env.json"
 SEED = ("pytest",)
 

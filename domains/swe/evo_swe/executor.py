@@ -27,9 +27,11 @@ from typing import Any, Mapping, Optional, Sequence
 import attrs
 import structlog
 
+from evo_swe._log import get_logger
+
 from evo_core.sandbox.protocol import ExecResult, Limits, RunRequest, Sandbox
 
-log = structlog.get_logger("evo_swe.executor")
+log = get_logger("evo_swe.executor")
 
 TREE_TAR = "__evo_tree.tar"
 

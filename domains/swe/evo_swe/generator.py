@@ -30,6 +30,9 @@ from typing import Iterator, Optional, Sequence
 
 import attrs
 import structlog
+
+from evo_swe._log import get_logger
+from rich.console import Console
 from rich.progress import Progress
 
 from evo_swe.envs import EnvSpec
@@ -38,7 +41,7 @@ from evo_swe.repo import export_tree, git, snapshot_repo
 from evo_swe.sanitize import is_test_path
 from evo_swe.tasks import SWETask
 
-log = structlog.get_logger("evo_swe.generator")
+log = get_logger("evo_swe.generator")
 
 _FLIP_CMP = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
              ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
@@ -226,7 +229,7 @@ class TaskGenerator:
         muts = muts[:max_candidates]
         tasks: list[SWETask] = []
         seen_functions: set[tuple[str, str]] = set()
-        with Progress(transient=True) as progress:
+        with Progress(transient=True, console=Console(stderr=True)) as progress:
             bar = progress.add_task(f"mutants of {name}", total=len(muts))
             for m in muts:
                 progress.advance(bar)

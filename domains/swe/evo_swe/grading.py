@@ -30,6 +30,8 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 import attrs
 import structlog
 
+from evo_swe._log import get_logger
+
 from evo_swe import junit
 from evo_swe.envs import EnvBuildError, EnvCache, PythonEnv, spec_for
 from evo_swe.executor import TreeExecutor, TreeRun, default_sandbox
@@ -44,7 +46,7 @@ from evo_swe.sanitize import (
 )
 from evo_swe.tasks import SWETask, TaskFormatError, load_tasks, parse_row
 
-log = structlog.get_logger("evo_swe.grading")
+log = get_logger("evo_swe.grading")
 
 TestScope = Literal["all", "f2p", "p2p"]
 MAX_DIFF_CHARS = 16 << 20  # a bigger "fix" is a denial-of-service attempt on the grader host

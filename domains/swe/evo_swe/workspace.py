@@ -16,12 +16,14 @@ from typing import Optional
 import attrs
 import structlog
 
+from evo_swe._log import get_logger
+
 from evo_swe.envs import PythonEnv
 from evo_swe.executor import TreeExecutor, replace_tree
 from evo_swe.repo import copy_tree, diff_against
 from evo_swe.tools import Editor, ToolResult
 
-log = structlog.get_logger("evo_swe.workspace")
+log = get_logger("evo_swe.workspace")
 
 
 @attrs.define

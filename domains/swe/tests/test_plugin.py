@@ -74,6 +74,6 @@ def test_evo_grade_swe_command(median_row, swe_root, tmp_path):
     task.write_text(json.dumps(median_row))
     patch.write_text(median_row["patch"])
     proc = subprocess.run([evo, "grade", "swe", "--task", str(task), "--patch", str(patch)], capture_output=True, text=True,
-                          timeout=300, env={**__import__("os").environ, "EVO_SWE_CACHE": str(swe_root / "cache")})
+                          timeout=300, env={**__import__("os").environ, "EVO_SWE_CACHE": str(swe_root / "cli-cache")})
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["resolved"] is True
+    assert json.loads(proc.stdout)["resolved"] is True  # stdout is only the JSON, even on a first env build
