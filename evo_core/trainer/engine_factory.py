@@ -1,0 +1,49 @@
+"""One place that turns a run config's ``[rollout]`` table into a ``RolloutEngine``.
+
+    [rollout]
+    engine = "inprocess"            # or "http" / "vllm"
+    # http:  base_url, model, sync_mode ("checkpoint" | "lora" | "none"), sync_dir, ...
+    # vllm:  model_path, dtype, gpu_memory_utilization, enable_lora, ...
+
+Every other key is a field of ``HTTPEngineConfig`` / ``VLLMEngineConfig``; an unknown key
+is an error that names it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import attrs
+
+ENGINES = ("inprocess", "http", "vllm")
+
+
+def _checked(cls: type, table: Mapping[str, Any], kind: str) -> Any:
+    known = {a.name for a in attrs.fields(cls)}
+    for key in table:
+        if key not in known:
+            raise ValueError(f"unknown key rollout.{key} for engine {kind!r} (known: engine, {', '.join(sorted(known))})")
+    try:
+        return cls(**table)
+    except TypeError as exc:  # a missing required field
+        raise ValueError(f"rollout ({kind}): {exc}") from None
+
+
+def build_rollout_engine(table: Mapping[str, Any] | None, policy: Any) -> Any:
+    table = dict(table or {})
+    kind = table.pop("engine", "inprocess")
+    if kind == "inprocess":
+        if table:
+            raise ValueError(f"unknown key rollout.{sorted(table)[0]} for engine 'inprocess'")
+        from evo_core.trainer.engine import InProcessEngine
+
+        return InProcessEngine(policy)
+    if kind == "http":
+        from evo_core.trainer.http_engine import HTTPEngine, HTTPEngineConfig
+
+        return HTTPEngine(_checked(HTTPEngineConfig, table, kind))
+    if kind == "vllm":
+        from evo_core.trainer.vllm_engine import VLLMEngine, VLLMEngineConfig
+
+        return VLLMEngine(_checked(VLLMEngineConfig, table, kind))
+    raise ValueError(f"rollout.engine must be one of {', '.join(ENGINES)}, got {kind!r}")
