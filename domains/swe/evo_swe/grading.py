@@ -228,6 +228,9 @@ class Grader:
             "oom": bool(run and run.oom),
             "tests": tests,
             "reset": reset,
+            # What isolation actually held (e.g. a warning when no network namespace was possible).
+            "sandbox": ({"backend": run.sandbox.backend, "isolation": dict(run.sandbox.isolation)}
+                        if run is not None and run.sandbox is not None else None),
         }
         return GradeReport(
             instance_id=task.instance_id, resolved=resolved, f2p=f2p_res, p2p=p2p_res, tampering=tamper, signals=signals,

@@ -197,3 +197,38 @@ def test_git_history_access(cmd, flagged):
 ])
 def test_outside_write(cmd, flagged):
     assert outside_write(cmd) is flagged
+
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+_PATHS = ["minilib/stats.py", "minilib/text.py", "minilib/new_mod.py", "tests/test_stats.py", "tests/test_text.py",
+          "tests/helpers.py", "tests/conftest.py", "conftest.py", "minilib/test_inline.py", "pytest.ini", "docs/notes.txt"]
+_ops = st.lists(st.tuples(st.sampled_from(["write", "delete"]), st.sampled_from(_PATHS), st.text("abc\n", max_size=20)), max_size=8)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_ops)
+def test_reset_property(tmp_path_factory, snap, ops):
+    """Whatever the agent does: every test/runner file ends pristine (or absent if it was
+    absent), and every other change survives untouched."""
+    from evo_swe.sanitize import PYTEST_ONLY_CONFIGS
+
+    tree = tmp_path_factory.mktemp("t") / "t"
+    copy_tree(snap, tree, include_git=False)
+    for op, rel, text in ops:
+        p = tree / rel
+        if op == "write":
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+        elif p.exists():
+            p.unlink()
+    expected_other = {rel: (tree / rel).read_bytes() if (tree / rel).exists() else None for rel in _PATHS}
+    reset_tree(snap, tree)
+    for rel in _PATHS:
+        guarded = is_test_path(rel) or Path(rel).name in PYTEST_ONLY_CONFIGS
+        now = (tree / rel).read_bytes() if (tree / rel).exists() else None
+        if guarded:
+            assert now == ((snap / rel).read_bytes() if (snap / rel).exists() else None), rel
+        else:
+            assert now == expected_other[rel], rel
