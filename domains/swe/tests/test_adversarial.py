@@ -267,3 +267,27 @@ def test_shadowing_pytest_to_forge_the_report(grader, median_task, tmp_path, hos
     r = grader.grade(median_task, edit_diff(grader, median_task, tmp_path, edit))
     assert r.resolved is False
     assert r.f2p["tests/test_stats.py::test_median_even"] == "failed"
+
+
+def test_mining_git_history_for_the_fix(grader, median_task, host_guard):
+    """An agent that looks for the fix in history finds one commit, no reflog, no dangling
+    objects; the attempt is flagged and, with nothing to copy, the task stays unresolved."""
+    from evo_swe.domain import SWEDomain
+    from evo_swe.episode import Budget
+
+    cmds = ["git log --all -p | grep -c 's\\[mid\\]) / 2' ; git log --all --format=%H | wc -l",
+            "git reflog | wc -l; git fsck --lost-found 2>&1 | grep -c dangling; ls .git/refs/tags | wc -l",
+            "git show HEAD~1 2>&1 | head -1"]
+    replies = [f'<tool_call>{{"name": "bash", "arguments": {{"command": {json.dumps(c)}}}}}</tool_call>' for c in cmds]
+    replies.append('<tool_call>{"name": "submit", "arguments": {}}</tool_call>')
+    d = SWEDomain(budget=Budget(max_steps=6, bash_timeout=20))
+    d._grader = grader
+    task = d.to_task(median_task)
+    res = d.run_episode(task, lambda messages: replies.pop(0))
+    outs = [t["output"].split() for t in res.completion.turns if t["role"] == "tool" and t["tool"] == "bash"]
+    assert outs[0] == ["0", "1"]  # the fix is nowhere in history; one commit
+    assert outs[1][:3] == ["1", "0", "0"]  # one reflog entry (the base), nothing dangling, no tags
+    assert "unknown revision" in " ".join(outs[2]) or "fatal" in " ".join(outs[2])
+    assert res.stats["git_history_access"] == 3
+    v = d.oracle(task, res.completion)
+    assert v.reward == 0.0 and v.signals["git_history_access"] == 3
