@@ -54,7 +54,7 @@ class _Plugin:
 
 
 def generate(store, events: int, rollouts: int, log) -> tuple[str, int]:
-    per_step = rollouts + 2 + 0.2 + 1.2  # rollouts, StepCompleted, PolicyUpdated, evals, decisions
+    per_step = rollouts + 3.0  # rollouts, StepCompleted, PolicyUpdated, evals and decisions (measured)
     steps = max(10, int(events / per_step))
     run_id = "bench-replay"
     stream = run_stream(run_id)

@@ -85,17 +85,18 @@ def _ev_meta(ev: Event, version: int) -> dict[str, Any]:
 
 def find_decision(index: RunIndex, decision_id: str) -> int:
     """Index of the promotion/rejection named by a full id or a unique prefix (≥ 6 chars)."""
-    i = index.index_of(decision_id)
-    if i is not None and index.records[i].type in DECISION_TYPES:
-        return i
-    if i is not None:
-        raise AuditError(f"event {decision_id!r} in run {index.run_id!r} is a {index.records[i].type}, not a promotion or rejection")
-    hits = [j for j in index.sparse() if index.records[j].type in DECISION_TYPES
-            and len(decision_id) >= 6 and index.records[j].event_id.startswith(decision_id)]
+    decs = [j for j in index.sparse() if index.records[j].type in DECISION_TYPES]
+    exact = [j for j in decs if index.records[j].event_id == decision_id]
+    if exact:
+        return exact[0]
+    hits = [j for j in decs if len(decision_id) >= 6 and index.records[j].event_id.startswith(decision_id)]
     if len(hits) == 1:
         return hits[0]
     if len(hits) > 1:
         raise AuditError(f"promotion id prefix {decision_id!r} is ambiguous in run {index.run_id!r} ({len(hits)} matches)")
+    i = index.index_of(decision_id)
+    if i is not None:
+        raise AuditError(f"event {decision_id!r} in run {index.run_id!r} is a {index.records[i].type}, not a promotion or rejection")
     n = sum(1 for j in index.sparse() if index.records[j].type == Promoted.TYPE)
     raise AuditError(f"no promotion or rejection {decision_id!r} in run {index.run_id!r} ({n} promotions; list them with `evo audit {index.run_id}`)")
 
@@ -130,13 +131,13 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
     # Walk caused_by back from the decision (bounded), collecting every event it rests on.
     reached: dict[int, Event] = {}
     frontier = list(dec.caused_by)
-    proposal_i = index.index_of(dec.subject_id) if dec.subject == "intervention" else None
+    proposal_i = index.index_of(dec.subject_id, near=at) if dec.subject == "intervention" else None
     if proposal_i is not None:
         frontier.append(dec.subject_id)
     for _ in range(MAX_DEPTH):
         nxt: list[str] = []
         for eid in frontier:
-            j = index.index_of(eid)
+            j = index.index_of(eid, near=at)
             if j is None or j in reached or j == at:
                 continue
             ev = index.event(j)
@@ -150,7 +151,9 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
     if isinstance(proposal, InterventionProposed):
         reached[proposal_i] = proposal  # type: ignore[index]
         # Backtests of this proposal that the decision did not cite (a failed offline one, say).
-        for j, ev in index.of_type(BacktestPassed.TYPE, BacktestFailed.TYPE):
+        needle = b'"proposal_id":"' + proposal.event_id.encode() + b'"'
+        for j in index.find_payload((BacktestPassed.TYPE, BacktestFailed.TYPE), needle):
+            ev = index.event(j)
             if ev.proposal_id == proposal.event_id:  # type: ignore[attr-defined]
                 reached.setdefault(j, ev)
     diag_items = sorted((j, e) for j, e in reached.items() if isinstance(e, FailureDiagnosed))
@@ -167,7 +170,7 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
         if eid in seen:
             continue
         seen.add(eid)
-        j = index.index_of(eid)
+        j = index.index_of(eid, near=at)
         if j is not None and index.records[j].type == RolloutCompleted.TYPE:
             evidence_idx.append(j)
     evidence_idx.sort()
@@ -183,7 +186,9 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
     shown.update(reached)
     skill = None
     if getattr(dec, "skill_id", None):
-        for j, ev in index.of_type(SkillRegistered.TYPE):
+        needle = b'"skill_id":"' + dec.skill_id.encode() + b'"'  # type: ignore[union-attr]
+        for j in index.find_payload((SkillRegistered.TYPE,), needle):
+            ev = index.event(j)
             if ev.skill_id == dec.skill_id:  # type: ignore[attr-defined]
                 skill = {**_ev_meta(ev, j + 1), "skill_id": ev.skill_id, "name": ev.name,  # type: ignore[attr-defined]
                          "bundle": ev.bundle, "provenance": ev.provenance}  # type: ignore[attr-defined]

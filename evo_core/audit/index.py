@@ -17,6 +17,7 @@ from evo_core.store import EventStore, StoredEvent, run_stream
 from evo_core.audit.errors import AuditError
 
 # Event types that are bulk evidence; everything else is a (rare) decision or lifecycle event.
+NEAR_WINDOW = 50_000  # records either side of a decision indexed before falling back to the whole run
 BULK_TYPES = frozenset({"evo.RolloutCompleted", "evo.StepCompleted", "evo.PolicyUpdated"})
 
 
@@ -40,16 +41,37 @@ class RunIndex:
         self._by_id: Optional[dict[str, int]] = None
         self._decoded: dict[int, Event] = {}
         self._sparse: Optional[list[int]] = None
+        self._near: dict[str, int] = {}
+        self._near_span = (-1, -1)
 
     # -- lookups ---------------------------------------------------------------------------
     @property
     def head_version(self) -> int:
         return len(self.records)
 
-    def index_of(self, event_id: str) -> Optional[int]:
+    def index_of(self, event_id: str, near: Optional[int] = None) -> Optional[int]:
+        """Position of ``event_id``. With ``near``, look in the records around that
+        position first: a chain's events sit close together, and indexing a window is far
+        cheaper than indexing a million-event run."""
+        if near is not None and self._by_id is None:
+            lo, hi = max(0, near - NEAR_WINDOW), min(len(self.records), near + NEAR_WINDOW)
+            if (lo, hi) != self._near_span:
+                self._near = {self.records[i].event_id: i for i in range(lo, hi)}
+                self._near_span = (lo, hi)
+            hit = self._near.get(event_id)
+            if hit is not None:
+                return hit
         if self._by_id is None:
             self._by_id = {r.event_id: i for i, r in enumerate(self.records)}
         return self._by_id.get(event_id)
+
+    def find_payload(self, types: tuple[str, ...], needle: bytes) -> Iterator[int]:
+        """Indices of non-bulk events of ``types`` whose stored payload contains ``needle``
+        (a cheap byte filter before decoding, e.g. ``b'"proposal_id":"…"'``)."""
+        for i in self.sparse():
+            rec = self.records[i]
+            if rec.type in types and needle in rec.payload:
+                yield i
 
     def event(self, i: int) -> Event:
         ev = self._decoded.get(i)

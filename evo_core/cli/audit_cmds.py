@@ -127,7 +127,7 @@ def report_cmd(
         path = build_report(store, run, out, benchmark=benchmark, max_points=points)
     except AuditError as exc:
         raise _bad(exc) from None
-    Console(highlight=False).print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
+    Console(highlight=False, soft_wrap=True).print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 
 def tail_cmd(
@@ -171,7 +171,7 @@ def plugin_new_cmd(
         made = scaffold(name, kind, out, force=force)
     except ScaffoldError as exc:
         raise _bad(exc) from None
-    con = Console(highlight=False)
+    con = Console(highlight=False, soft_wrap=True)
     con.print(f"created {made.root}")
     for f in made.files:
         con.print(f"  {f.relative_to(made.root)}")
