@@ -298,7 +298,12 @@ class RunLoop:
                                    checkpoint=self._weights_blob(), emitted_by=TRAINER))
         evals = []
         if self.cfg.run.eval_at_start:
-            evals = [self._eval_event(0)]
+            from evo_core.trainer.session import VerifierFailed
+
+            try:
+                evals = [self._eval_event(0)]
+            except VerifierFailed as exc:  # nothing is logged yet: the run never started
+                raise RunError(f"cannot start: {exc}") from None
         self.ckpt.save(0, self.session.resume_state())
         self._begin()
         self._append(first + evals)

@@ -465,6 +465,14 @@ def rollout_summary(it: RolloutItem, s: Sample, extra: Mapping[str, Any]) -> dic
             "signals": dict(it.verdict.signals), **{k: v for k, v in extra.items() if k != "reward_final"}}
 
 
+def _graded(fn: Any, domain: Any, task: Task, comp: Completion) -> Verdict:
+    try:
+        return fn(task, comp)
+    except Exception as exc:
+        raise VerifierFailed(f"domain {getattr(domain, 'name', '?')!r} {getattr(fn, '__name__', 'verifier')} raised on "
+                             f"task {task.task_id!r}: {type(exc).__name__}: {exc}") from exc
+
+
 def evaluate_policy(policy: Any, domain: Any, tasks: Sequence[Task], eval_cfg: Any, rl: Any, *, seed: int,
                     strict: bool = True, split: str = "heldout") -> EvalResult:
     """Held-out evaluation: ``eval_cfg.samples`` sampled completions per item (item score =
@@ -488,7 +496,7 @@ def evaluate_policy(policy: Any, domain: Any, tasks: Sequence[Task], eval_cfg: A
             s_item, v_item = [], []
             for smp in group:
                 comp = Completion(text=smp.text, truncated=smp.truncated, n_tokens=len(smp.token_ids))
-                sv, vv = domain.oracle(t, comp), domain.verify(t, comp)
+                sv, vv = _graded(domain.oracle, domain, t, comp), _graded(domain.verify, domain, t, comp)
                 s_item.append(1.0 if sv.correct else 0.0)
                 v_item.append(float(vv.reward) if vv.reward is not None else 0.0)
                 hedged.append(1.0 if sv.signals.get("answer_count", 1) > 1 else 0.0)
