@@ -142,10 +142,14 @@ class HTTPEngine:
             time.sleep(0.2)
 
     # -- generation ------------------------------------------------------------------------
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Sample]]:
+    def generate(self, prompts: Sequence[str], params: SamplingParams, *, generator: Any = None) -> list[list[Sample]]:
+        """``generator`` (a torch.Generator, as the trainer passes to every engine) seeds the
+        server's sampling when ``params.seed`` is unset, so an HTTP run is as reproducible
+        as the server allows (vLLM honours per-request seeds)."""
         prompts = list(prompts)
         if not prompts:
             return []
+        params = seeded(params, generator)
         if self.config.chat:
             jobs = [[p] for p in prompts]
             fn = self._chat
@@ -237,6 +241,16 @@ class HTTPEngine:
         return info
 
 
+def seeded(params: SamplingParams, generator: Any) -> SamplingParams:
+    """``params`` with a seed drawn from ``generator`` when it has none."""
+    if generator is None or params.seed is not None:
+        return params
+    import torch
+
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+    return attrs.evolve(params, seed=seed)
+
+
 def _error_message(resp: Any) -> str:
     try:
         data = resp.json()
@@ -283,24 +297,27 @@ def directory_digest(path: str) -> str:
 
 
 def policy_updated_event(*, run_id: str, step: int, version: int, synced: Mapping[str, Any], blobs: Any,
-                         target: str, caused_by: Sequence[str] = ()) -> Any:
+                         target: str, caused_by: Sequence[str] = (), emitted_by: Any = None) -> Any:
     """The ``PolicyUpdated`` for a sync, with the synced directory stored as a tar blob."""
     from evo_events.types import PolicyUpdated
 
-    ref = blobs.put(pack_directory(synced["path"]), "application/x-tar")
+    ref = blobs.put(pack_directory(synced["path"]), "application/x-tar") if synced.get("path") else None
+    kw = {"emitted_by": emitted_by} if emitted_by is not None else {}
     return PolicyUpdated(run_id=run_id, step=step, policy_version=version, digest=synced["digest"],
-                         checkpoint=ref, adapter=synced["kind"] == "lora", target=target, caused_by=tuple(caused_by))
+                         checkpoint=ref, adapter=synced["kind"] == "lora", target=target, caused_by=tuple(caused_by),
+                         **kw)
 
 
-def sync_and_record(engine: HTTPEngine, policy: Any, *, store: Any, run_id: str, step: int, version: int,
-                    caused_by: Sequence[str] = (), append: bool = True) -> Optional[Any]:
+def sync_and_record(engine: Any, policy: Any, *, store: Any, run_id: str, step: int, version: int,
+                    caused_by: Sequence[str] = (), append: bool = True, emitted_by: Any = None) -> Optional[Any]:
     """Sync ``policy`` to the engine's server and record it. With ``append`` the event goes
     straight to the run's stream; otherwise it is returned for the caller's step batch."""
     synced = engine.sync_weights(policy, version)
     if synced is None:
         return None
+    root = getattr(engine.config, "root", type(engine).__name__)
     event = policy_updated_event(run_id=run_id, step=step, version=version, synced=synced, blobs=store.blobs,
-                                 target=f"{engine.config.root}#{synced['name']}", caused_by=caused_by)
+                                 target=f"{root}#{synced['name']}", caused_by=caused_by, emitted_by=emitted_by)
     if append:
         from evo_core.store import run_stream
 

@@ -80,7 +80,10 @@ class VLLMEngine:
         return VSP(n=params.n, temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_new_tokens,
                    stop=list(params.stop) or None, seed=params.seed, logprobs=0)
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Sample]]:
+    def generate(self, prompts: Sequence[str], params: SamplingParams, *, generator: Any = None) -> list[list[Sample]]:
+        from evo_core.trainer.http_engine import seeded
+
+        params = seeded(params, generator)
         outs = self.llm.generate(list(prompts), self._sampling(params), lora_request=self._lora, use_tqdm=False)
         return [[_to_sample(p, o.prompt_token_ids, c) for c in o.outputs] for p, o in zip(prompts, outs)]
 

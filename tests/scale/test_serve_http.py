@@ -101,3 +101,12 @@ def test_client_errors_are_not_retried(served):
 def test_bad_request_is_a_400_naming_the_field(served):
     r = httpx.post(served + "/v1/completions", json={"prompt": "1+1=", "temperature": -1})
     assert r.status_code == 400 and "temperature" in r.json()["error"]["message"]
+
+
+def test_the_trainers_generator_makes_http_sampling_reproducible(engine):
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=6)
+    a = engine.generate(PROMPTS, params, generator=torch.Generator().manual_seed(5))
+    b = engine.generate(PROMPTS, params, generator=torch.Generator().manual_seed(5))
+    c = engine.generate(PROMPTS, params, generator=torch.Generator().manual_seed(6))
+    ids = lambda rows: [[s.token_ids for s in r] for r in rows]  # noqa: E731
+    assert ids(a) == ids(b) != ids(c)
