@@ -112,7 +112,11 @@ class ServerThread:
 
 
 def run_server(host: ModelHost, *, bind: str = "127.0.0.1", port: int = 8000) -> None:
+    import logging
+
     import uvicorn
 
+    if not structlog.is_configured():  # per-batch debug lines would flood a busy server's log
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
     log.info("serving", models=list(host.models), url=f"http://{bind}:{port}/v1")
     uvicorn.run(build_app(host), host=bind, port=port, log_level="warning")
