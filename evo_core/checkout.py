@@ -20,6 +20,7 @@ of them changes no answer.
 from __future__ import annotations
 
 import datetime as _dt
+import weakref
 from functools import lru_cache
 from typing import Any, Optional, Union
 
@@ -32,7 +33,8 @@ from evo_core.store.snapshots import fold_fingerprint
 
 At = Union[int, str, None]
 
-SNAPSHOT_EVERY = 500  # state events folded between cached snapshots
+SNAPSHOT_EVERY = 100  # state events folded between cached snapshots
+SNAPSHOT_TARGET_MIN = 25  # cache the requested point too when at least this many events were folded
 
 
 class CheckoutError(StoreError):
@@ -93,7 +95,7 @@ def _fold_stream(store: EventStore, stream: str, version: int, use_snapshots: bo
         last = rec
         if snaps is not None and n % SNAPSHOT_EVERY == 0:
             snaps.save(stream, fp, rec.version, rec.hash, state.to_dict())
-    if snaps is not None and last is not None and n >= 50 and n % SNAPSHOT_EVERY:
+    if snaps is not None and last is not None and n >= SNAPSHOT_TARGET_MIN and n % SNAPSHOT_EVERY:
         snaps.save(stream, fp, last.version, last.hash, state.to_dict())
     state.position = version
     return state
@@ -139,19 +141,48 @@ def resolve_at(store: EventStore, run_id: str, at: At) -> int:
         f"(promotion, rejection, …) of run {run_id!r}")
 
 
+class _HarnessIndex:
+    """harness version -> stream version of the event that made it, for one stream. The log
+    is append-only, so the index only ever grows: each lookup scans just the new events.
+    The hash of the last scanned event is re-checked so a rewritten log is rescanned."""
+
+    def __init__(self) -> None:
+        self.scanned = 0
+        self.last_hash = ""
+        self.first: dict[int, int] = {}
+        self.latest = 0
+
+
+_INDEXES: "weakref.WeakKeyDictionary[EventStore, dict[str, _HarnessIndex]]" = weakref.WeakKeyDictionary()
+
+
+def _harness_index(store: EventStore, stream: str) -> _HarnessIndex:
+    per_store = _INDEXES.setdefault(store, {})
+    idx = per_store.get(stream)
+    if idx is not None and idx.scanned:
+        rec = next(iter(store.read_stream(stream, from_version=idx.scanned, to_version=idx.scanned)), None)
+        if rec is None or rec.hash != idx.last_hash:
+            idx = None
+    if idx is None:
+        idx = per_store[stream] = _HarnessIndex()
+    for rec in store.read_stream(stream, from_version=idx.scanned + 1,
+                                 types=(Promoted.TYPE, InterventionReverted.TYPE)):
+        after = rec.decode().harness_version_after  # type: ignore[attr-defined]
+        idx.first.setdefault(after, rec.version)
+        idx.latest = after
+        idx.scanned, idx.last_hash = rec.version, rec.hash
+    return idx
+
+
 def _harness_version_position(store: EventStore, run_id: str, h: int) -> int:
     if h < 0:
         raise CheckoutError(f"harness version {h} is negative")
     if h == 0:
         return 1
-    latest = 0
-    for rec in store.read_stream(run_stream(run_id), types=(Promoted.TYPE, InterventionReverted.TYPE)):
-        ev = rec.decode()
-        after = ev.harness_version_after  # type: ignore[attr-defined]
-        if after == h:
-            return rec.version
-        latest = after
-    raise CheckoutError(f"run {run_id!r} never reached harness version {h} (latest: {latest})")
+    idx = _harness_index(store, run_stream(run_id))
+    if h not in idx.first:
+        raise CheckoutError(f"run {run_id!r} never reached harness version {h} (latest: {idx.latest})")
+    return idx.first[h]
 
 
 def _parse_time(text: str) -> Optional[float]:

@@ -228,10 +228,12 @@ class EsBackend:
         return self.rec.max_notification_id() or 0
 
     def close(self) -> None:
-        try:
-            self.rec.datastore.close()
-        except Exception:  # closing twice or after a failed open is harmless
-            pass
+        for ds in {id(self.rec.datastore): self.rec.datastore,
+                   id(self.snapshot_recorder.datastore): self.snapshot_recorder.datastore}.values():
+            try:
+                ds.close()
+            except Exception:  # closing twice or after a failed open is harmless
+                pass
 
 
 class _EvoRecorder:
@@ -430,7 +432,11 @@ def open_sqlite_backend(path: str, url: str, *, synchronous: str = "FULL", table
     datastore = SQLiteDatastore(path, lock_timeout=lock_timeout)
     _configure_sqlite_pool(datastore, synchronous)
     rec = SQLiteEvoRecorder(datastore)
-    snaps = SQLiteSnapshotRecorder(datastore, events_table_name=f"{table}_snapshots")
+    # Snapshots are a cache: their commits need not be fsynced. NORMAL (not OFF) keeps the
+    # shared WAL safe from corruption; a snapshot lost to a power cut is simply recomputed.
+    snap_store = SQLiteDatastore(path, lock_timeout=lock_timeout, pool_size=1, max_overflow=2)
+    _configure_sqlite_pool(snap_store, "NORMAL" if synchronous in ("FULL", "EXTRA") else synchronous)
+    snaps = SQLiteSnapshotRecorder(snap_store, events_table_name=f"{table}_snapshots")
     try:
         rec.create_table()
         snaps.create_table()
