@@ -31,7 +31,6 @@ def main() -> None:
     args = ap.parse_args()
     from conftest import HIDDEN_TEST_PATCH, MINILIB, make_repo  # the test fixtures
     from evo_core.sandbox import LocalSandbox
-    from evo_swe.envs import spec_for
     from evo_swe.executor import TreeExecutor
     from evo_swe.generator import TaskGenerator
     from evo_swe.grading import Grader

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import attrs
-import structlog
 
 from evo_swe._log import get_logger
 

@@ -25,13 +25,11 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Iterable, Optional
 
 import attrs
-import structlog
 
 from evo_swe._log import get_logger
 

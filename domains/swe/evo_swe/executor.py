@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 import attrs
-import structlog
 
 from evo_swe._log import get_logger
 

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 import attrs
-import structlog
 
 from evo_swe._log import get_logger
 from rich.console import Console

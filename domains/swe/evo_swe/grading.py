@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, Optional, Sequence
 
 import attrs
-import structlog
 
 from evo_swe._log import get_logger
 

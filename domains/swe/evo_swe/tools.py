@@ -9,7 +9,6 @@ virtual root ``/repo``; ``..`` that climbs out, any symbolic link on the way, an
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Optional
 

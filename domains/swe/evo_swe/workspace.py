@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Optional
 
 import attrs
-import structlog
 
 from evo_swe._log import get_logger
 

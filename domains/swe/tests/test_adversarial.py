@@ -5,7 +5,6 @@ copy of the workspace and diffing it against the pristine snapshot, as an episod
 import hashlib
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -212,7 +211,6 @@ def test_patch_that_does_not_apply(grader, median_task):
 
 
 def test_sandbox_failure_is_an_infra_error_not_a_zero(swe_root, median_task):
-    from evo_core.api import Verdict
     from evo_swe.executor import TreeExecutor
     from evo_swe.grading import Grader
 

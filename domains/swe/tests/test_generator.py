@@ -1,7 +1,6 @@
 """SWE-smith style generation from the fixture project (a folder and an sdist), with QA."""
 
 import ast
-import json
 import tarfile
 
 import pytest

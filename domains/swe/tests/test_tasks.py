@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evo_swe.tasks import SWETask, TaskFormatError, load_tasks, parse_row, write_jsonl
+from evo_swe.tasks import TaskFormatError, load_tasks, parse_row, write_jsonl
 
 
 def test_parse_row_accepts_json_encoded_lists(median_row):
