@@ -1,12 +1,12 @@
 """A faster, byte-identical path to the canonical event codec and chain hash.
 
 ``evo_events.encode_payload`` goes cattrs-unstructure → walk for non-finite floats →
-``json.dumps(sort_keys=True)`` (which builds a new encoder and sorts every dict). On a
-1,000-event append that is most of the cost. Here each event class gets a generated
-builder that lays its fields out as a dict whose keys are already in sorted order, and
-one pre-built C encoder (no sorting) writes it. Anything unusual (custom objects,
-non-finite floats, non-str dict keys) falls back to the canonical codec, so the bytes
-are always the canonical ones. A property test
+``json.dumps(sort_keys=True)``. On a 1,000-event append that is most of the cost. Here
+each event class gets a generated encoder that writes its (already sorted) fields
+directly, handling the plain JSON value types inline and sending nested dicts/lists
+through one pre-built C JSON encoder. Anything unusual (subclasses of builtins,
+custom objects, non-finite floats inside containers, non-str dict keys) falls back to
+the canonical codec, so the bytes are always the canonical ones. A property test
 (``tests/core/test_fastcodec.py``) checks equality against ``encode_payload``.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any, Callable
 
 import attrs
@@ -35,74 +36,130 @@ class _Fallback(Exception):
     """A value this fast path does not handle; use the canonical codec."""
 
 
-# make_encoder(markers, default, encoder, indent, key_sep, item_sep, sort_keys, skipkeys, allow_nan):
-# the canonical separators, no key sorting (the builders below emit keys already sorted),
-# allow_nan=False so a non-finite float raises and we fall back (the codec writes null there).
-def _default(o: Any) -> Any:
-    raise _Fallback()
+_float_repr = float.__repr__
 
 
-_c_encode = (_c_make_encoder(None, _default, _enc_str, None, ":", ",", False, False, False)
-             if _c_make_encoder is not None else None)
+def _build_container_encoder() -> Callable[[Any], str]:
+    """One reusable C encoder with the canonical settings (json.dumps builds a new one per call)."""
+    if _c_make_encoder is None:  # pragma: no cover
+        return lambda o: json.dumps(o, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
+    def _default(o: Any) -> Any:
+        raise _Fallback()
+
+    enc = _c_make_encoder(None, _default, _enc_str, None, ":", ",", True, False, False)
+    # make_encoder(markers, default, encoder, indent, key_sep, item_sep, sort_keys, skipkeys, allow_nan);
+    # allow_nan=False makes it raise ValueError on nan/inf (the canonical codec writes null there
+    # after a walk), which we turn into a fallback.
+
+    def encode(o: Any) -> str:
+        try:
+            return "".join(enc(o, 0))
+        except ValueError:
+            raise _Fallback() from None
+
+    return encode
 
 
-def _norm(v: Any) -> Any:
-    """``v`` as the canonical codec would see it, with every dict's keys in sorted order."""
+_enc_container = _build_container_encoder()
+
+
+def _value(v: Any) -> str:
     t = type(v)
-    if t in _SCALARS:
-        return v
+    if t is str:
+        return _enc_str(v)
+    if v is None:
+        return "null"
+    if t is bool:
+        return "true" if v else "false"
+    if t is int:
+        return int.__repr__(v)
+    if t is float:
+        if v != v or v in (math.inf, -math.inf):
+            return "null"
+        return _float_repr(v)
+    if t is tuple or t is list:
+        if not v:
+            return "[]"
+        return "[" + ",".join([_value(x) for x in v]) + "]"
     if t is dict:
-        keys = list(v)
-        for k in keys:
+        if not v:
+            return "{}"
+        for k in v:
             if type(k) is not str:
-                raise _Fallback()  # the codec stringifies keys before sorting; keep its exact rules
-        keys.sort()
-        return {k: _norm(v[k]) for k in keys}
-    if t is list or t is tuple:
-        return [_norm(x) for x in v]
+                raise _Fallback()  # the canonical codec stringifies keys first; keep its exact rules
+        return _enc_container(v)
     if attrs.has(t):
-        return _builder_for(t)(v)
+        m = _MEMO.get(id(v))
+        if m is not None and m[0] is v:
+            return m[1]
+        out = _encoder_for(t)(v)
+        if t in _MEMO_TYPES:
+            if len(_MEMO) > 512:
+                _MEMO.clear()
+            _MEMO[id(v)] = (v, out)  # holding v keeps its id from being reused
+        return out
     raise _Fallback()
 
 
-_BUILDERS: dict[type, Callable[[Any], dict]] = {}
-_PLAIN = {"str", "int", "float", "bool", "Optional[str]", "Optional[int]", "Optional[float]", "Optional[bool]",
-          str, int, float, bool}
+# Frozen attrs classes whose fields are all immutable scalars can be memoised by identity.
+_MEMO: dict[int, tuple[Any, str]] = {}
+_MEMO_TYPES: set[type] = set()
 
 
-def _builder_for(cls: type) -> Callable[[Any], dict]:
-    fn = _BUILDERS.get(cls)
+def _memoisable(cls: type) -> bool:
+    params = getattr(cls, "__attrs_attrs__", None)
+    frozen = getattr(getattr(cls, "__setattr__", None), "__name__", "") == "_frozen_setattrs"
+    return bool(params) and frozen and all(a.type in (str, int, float, bool, "str", "int", "float", "bool")
+                                           for a in attrs.fields(cls))
+
+
+_ENCODERS: dict[type, Callable[[Any], str]] = {}
+
+
+def _encoder_for(cls: type) -> Callable[[Any], str]:
+    fn = _ENCODERS.get(cls)
     if fn is None:
-        fn = _BUILDERS[cls] = _generate(cls)
+        fn = _ENCODERS[cls] = _generate(cls)
+        if _memoisable(cls):
+            _MEMO_TYPES.add(cls)
     return fn
 
 
-def _generate(cls: type) -> Callable[[Any], dict]:
-    # cattrs unstructures an attrs instance to {field name: value} for every field; we build
-    # that dict with its keys already sorted. Fields annotated as plain scalars are passed
-    # through as they are (the C encoder rejects anything that is not JSON, and we fall back).
-    items = []
-    for a in sorted(attrs.fields(cls), key=lambda a: a.name):
-        expr = f"o.{a.name}" if a.type in _PLAIN else f"_norm(o.{a.name})"
-        items.append(f"{json.dumps(a.name)}: {expr}")
-    src = "def _build(o):\n    return {" + ", ".join(items) + "}\n"
-    ns: dict[str, Any] = {"_norm": _norm}
+def _generate(cls: type) -> Callable[[Any], str]:
+    # cattrs unstructures an attrs instance to {field name: value} for every field, and
+    # sort_keys orders them; we bake that order in, as one string expression. Fields
+    # annotated str/int get an inline fast path guarded by an exact runtime type check
+    # (attrs does not validate types); everything else goes through ``_value``.
+    fields = sorted(attrs.fields(cls), key=lambda a: a.name)
+    if not fields:
+        return lambda obj: "{}"
+    parts = []
+    for i, a in enumerate(fields):
+        key = repr(("{" if i == 0 else ",") + json.dumps(a.name) + ":")
+        v = f"obj.{a.name}"
+        if a.type in (str, "str"):
+            parts.append(f"{key} + (_enc_str({v}) if {v}.__class__ is str else _value({v}))")
+        elif a.type in (int, "int"):
+            parts.append(f"{key} + (_int_repr({v}) if {v}.__class__ is int else _value({v}))")
+        else:
+            parts.append(f"{key} + _value({v})")
+    src = "def _enc(obj):\n    return " + " + ".join(parts) + " + '}'\n"
+    ns: dict[str, Any] = {"_value": _value, "_enc_str": _enc_str, "_int_repr": int.__repr__}
     exec(compile(src, f"<fastcodec {cls.__qualname__}>", "exec"), ns)  # built from field names only
-    return ns["_build"]
+    return ns["_enc"]
 
 
 def fast_encode_payload(event: Event) -> bytes:
     """Exactly ``encode_payload(event)``, usually 3-5x faster."""
     cls = type(event)
-    fn = _BUILDERS.get(cls)
+    fn = _ENCODERS.get(cls)
     if fn is None:
-        if _c_encode is None or not attrs.has(cls):
+        if not attrs.has(cls):
             return encode_payload(event)
-        fn = _builder_for(cls)
+        fn = _encoder_for(cls)
     try:
-        return "".join(_c_encode(fn(event), 0)).encode("utf-8")
+        return fn(event).encode("utf-8")
     except _Fallback:
         return encode_payload(event)
     except (TypeError, ValueError, RecursionError):
