@@ -44,7 +44,7 @@ class RunSection:
     threads: int = 0  # torch intra-op threads; 0 leaves torch's default
     device: str = "cpu"
     progress: bool = True
-    trajectories: bool = True  # write rollout trajectories to the blob store (one blob per group)
+    trajectories: bool = True  # write rollout trajectories to the blob store (one blob per step)
 
 
 @attrs.frozen(kw_only=True)
@@ -234,7 +234,7 @@ def _structure(cls: type, data: Any, where: str) -> Any:
     for key, value in data.items():
         full = f"{where}.{key}" if where else key
         if key not in fields:
-            raise ConfigError(f"unknown config key {full!r} (known in [{where or 'top level'}]: {', '.join(fields)})")
+            raise ConfigError(f"unknown config key {full!r} (known keys in {where or 'the top level'}: {', '.join(fields)})")
         kw[key] = _coerce(value, hints[key], full)
         path = tuple(full.split("."))
         if path in _ALLOWED and kw[key] not in _ALLOWED[path]:

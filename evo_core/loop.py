@@ -2,7 +2,7 @@
 
 Per run: ``RunStarted`` (full resolved config, its sha256, seed, harness mode). Per step,
 ONE append with the step's ``RolloutCompleted`` batch (trajectories in the blob store,
-one blob per group), ``StepCompleted`` (metrics, harness version), ``PolicyUpdated``
+one blob per step), ``StepCompleted`` (metrics, harness version), ``PolicyUpdated``
 (weights digest), any ``PluginFailed`` and, every ``eval_every`` steps, ``EvalCompleted``.
 Then the harness sees the committed step (``harness.on_step``) and may emit its own
 events; every appended event is folded into the live ``HarnessState`` with the same
@@ -377,44 +377,39 @@ class RunLoop:
                              branch="main", emitted_by=TRAINER)
 
     def _rollout_events(self, res: Any) -> list[RolloutCompleted]:
+        """The step's ``RolloutCompleted`` batch. Full trajectories (text, token ids, log-probs,
+        final reward, advantage) go to ONE blob per step: a blob write per rollout would cost
+        more than the step on a small model. ``signals.trajectory_index`` locates a rollout in it."""
         t0 = time.perf_counter()
-        by_group: dict[str, list[int]] = {}
-        for i, it in enumerate(res.items):
-            by_group.setdefault(it.group_id, []).append(i)
-        refs: dict[str, Any] = {}
+        ref = None
         if self.cfg.run.trajectories:
-            for gid, idx in by_group.items():
-                task = res.items[idx[0]].task
-                refs[gid] = put_json(self.store.blobs, {
-                    "step": res.step, "group_id": gid, "task_id": task.task_id, "prompt": res.samples[idx[0]].prompt,
-                    "gold": task.gold if isinstance(task.gold, (str, int, float)) else None,
-                    "rollouts": [{
-                        "rollout_id": res.items[i].rollout_id, "text": res.samples[i].text,
-                        "token_ids": list(res.samples[i].token_ids),
-                        "logprobs": [round(x, 5) for x in res.samples[i].logprobs],
-                        "finish_reason": res.samples[i].finish_reason, "reward": res.items[i].verdict.reward,
-                        "reward_final": res.items[i].reward, "mask": res.items[i].mask,
-                        "advantage": res.extra[i]["advantage"],
-                        "verdict": dict(res.items[i].verdict.details),
-                    } for i in idx]})
+            groups: dict[str, Any] = {}
+            for it, s in zip(res.items, res.samples):
+                if it.group_id not in groups:
+                    gold = it.task.gold if isinstance(it.task.gold, (str, int, float)) else None
+                    groups[it.group_id] = {"task_id": it.task.task_id, "prompt": s.prompt, "gold": gold}
+            ref = put_json(self.store.blobs, {
+                "run_id": self.run_id, "step": res.step, "groups": groups,
+                "rollouts": [{
+                    "rollout_id": it.rollout_id, "group_id": it.group_id, "text": s.text,
+                    "token_ids": list(s.token_ids), "logprobs": [round(x, 5) for x in s.logprobs],
+                    "finish_reason": s.finish_reason, "reward": it.verdict.reward, "reward_final": it.reward,
+                    "mask": it.mask, "advantage": e["advantage"], "verdict": dict(it.verdict.details),
+                } for it, s, e in zip(res.items, res.samples, res.extra)]})
         t1 = time.perf_counter()
         self.timings["blobs"] += t1 - t0
         out = []
-        pos_in_group: dict[str, int] = {}
-        for i, it in enumerate(res.items):
-            k = pos_in_group[it.group_id] = pos_in_group.get(it.group_id, -1) + 1
-            s = res.samples[i]
-            e = res.extra[i]
+        version = self.session.policy_version - (1 if res.updated else 0)  # the weights that sampled
+        for i, (it, s, e) in enumerate(zip(res.items, res.samples, res.extra)):
             signals = dict(it.verdict.signals)
             signals.update({"entropy": e["entropy"], "advantage": None if e["advantage"] is None else round(e["advantage"], 5),
-                            "reward_final": it.reward, "masked": not it.mask, "trajectory_index": k})
+                            "reward_final": it.reward, "masked": not it.mask, "trajectory_index": i})
             out.append(RolloutCompleted(
                 run_id=self.run_id, event_id=it.rollout_id, step=res.step, task_id=it.task.task_id,
-                group_id=it.group_id, policy_version=self.session.policy_version - (1 if res.updated else 0),
-                reward=it.verdict.reward, correct=it.verdict.correct,
+                group_id=it.group_id, policy_version=version, reward=it.verdict.reward, correct=it.verdict.correct,
                 strict_correct=it.strict.correct if it.strict is not None else None, split="train",
                 infra_error=it.verdict.infra_error, truncated=s.truncated, length=len(s.token_ids),
-                response_preview=s.text[:200], trajectory=refs.get(it.group_id), signals=signals, emitted_by=TRAINER))
+                response_preview=s.text[:200], trajectory=ref, signals=signals, emitted_by=TRAINER))
         self.timings["events"] += time.perf_counter() - t1
         return out
 

@@ -11,6 +11,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 class RunProgress:
     def __init__(self, console: Optional[Console] = None) -> None:
         self.console = console or Console(stderr=True)
+        self._new()
+
+    def _new(self) -> None:
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -46,3 +49,4 @@ class RunProgress:
     def end_run(self) -> None:
         self.progress.stop()
         self._sft = None
+        self._new()  # the next run gets its own bars

@@ -64,7 +64,8 @@ def test_run_log_shape(tmp_path):
     assert len({e.event_id for e in rollouts}) == len(rollouts)
     traj = get_json(store.blobs, rollouts[0].trajectory)
     mine = traj["rollouts"][rollouts[0].signals["trajectory_index"]]
-    assert mine["rollout_id"] == rollouts[0].event_id and traj["prompt"].endswith("=")
+    assert mine["rollout_id"] == rollouts[0].event_id and traj["groups"][mine["group_id"]]["prompt"].endswith("=")
+    assert len({e.trajectory.digest for e in rollouts}) == 4  # one blob per step
     assert rollouts[0].signals.keys() >= {"answer_count", "hedged", "entropy", "advantage", "reward_final"}
     evals = [e for e in events if isinstance(e, EvalCompleted)]
     assert [e.step for e in evals] == [0, 2, 4] and all(e.n == 20 and len(e.item_scores) == 20 for e in evals)
