@@ -106,3 +106,19 @@ def test_workspace_refuses_links_out_and_host_writes(grader, median_task, tmp_pa
         assert r.escape_attempt and len(ws.refused_members) == 2
         assert not Path("/work/main/PWNED_SWE").exists()
         assert "ok.txt" in ws.diff()
+
+
+def test_concurrent_grades_share_one_env_build(swe_root, executor, median_task):
+    """Training grades in parallel: the first grades race to build the pristine snapshot and
+    the environment; the locks make exactly one build, and every verdict is right."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evo_swe.grading import Grader
+
+    g = Grader(cache_dir=swe_root / "concurrent-cache", executor=executor, timeout=120)
+    diffs = [median_task.patch, "", median_task.patch, ""]
+    with ThreadPoolExecutor(4) as pool:
+        reports = list(pool.map(lambda d: g.grade(median_task, d), diffs))
+    assert [r.resolved for r in reports] == [True, False, True, False]
+    assert len(list((swe_root / "concurrent-cache" / "envs").glob("*/.evo-env.json"))) == 1
+    assert len([p for p in (swe_root / "concurrent-cache" / "pristine").iterdir() if p.is_dir()]) == 1
