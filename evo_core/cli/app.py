@@ -64,10 +64,29 @@ def fail(message: str, code: int = 2) -> "typer.Exit":
     return typer.Exit(code)
 
 
+def _logs_to_stderr() -> None:
+    # Commands print JSON on stdout; structured logs must never mix into it.
+    import logging
+
+    import structlog
+
+    level = getattr(logging, os.environ.get("EVO_LOG_LEVEL", "INFO").upper(), logging.INFO)
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="%H:%M:%S"),
+            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     global _DEBUG
     args = sys.argv[1:] if argv is None else argv
     _DEBUG = "--debug" in args
+    _logs_to_stderr()
     _register_all()
     try:
         rc = app(args=args, standalone_mode=False)
