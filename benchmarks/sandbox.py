@@ -59,10 +59,29 @@ def _fresh_subprocess(code: str, stdin: str) -> str:
     return p.stdout.decode()[: LIMITS.output_bytes]
 
 
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _pool_cpu(sb: LocalSandbox) -> float:
+    """CPU of the pool's workers and their reaped children (from /proc), in seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for w in list(sb._all):
+        try:
+            with open(f"/proc/{w.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    return total
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("-n", type=int, default=200, help="programs per side")
+    ap.add_argument("-n", type=int, default=400, help="programs per side")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args()
     jobs = [(PROGRAMS[i % len(PROGRAMS)], _stdin(i)) for i in range(args.n)]
@@ -72,7 +91,8 @@ def main() -> None:
     startup_s = time.perf_counter() - t
     # Interleave the two sides in small rounds so that load from other processes on a
     # shared machine hits both alike; the ratio of summed times is the figure.
-    rounds = max(1, args.n // 20)
+    rounds = max(1, args.n // 40)
+    pool_cpu = base_cpu = 0.0
     pool_s = base_s = 0.0
     pool_out: list[str] = []
     base_out: list[str] = []
@@ -83,12 +103,16 @@ def main() -> None:
         with ThreadPoolExecutor(args.workers) as ex:
             for r in range(rounds):
                 chunk = jobs[r::rounds]
+                c0 = _pool_cpu(sb)
                 t = time.perf_counter()
                 res = sb.run_many([RunRequest(code=c, stdin=s, limits=LIMITS) for c, s in chunk])
                 dp = time.perf_counter() - t
+                pool_cpu += _pool_cpu(sb) - c0
+                c0 = _children_cpu()
                 t = time.perf_counter()
                 base_out += list(ex.map(lambda j: _fresh_subprocess(*j), chunk))
                 db = time.perf_counter() - t
+                base_cpu += _children_cpu() - c0
                 pool_s, base_s = pool_s + dp, base_s + db
                 ratios.append(db / dp)
                 pool_out += [x.stdout for x in res]
@@ -104,6 +128,11 @@ def main() -> None:
         "subprocess_programs_per_s": round(args.n / base_s, 1),
         "speedup_vs_subprocess": round(base_s / pool_s, 2),
         "speedup_median_round": round(ratios[len(ratios) // 2], 2),
+        # CPU spent per program (workers + their children; fresh interpreters): the
+        # figure that load from other processes on a shared machine does not distort.
+        "pool_cpu_ms_per_program": round(pool_cpu / args.n * 1000, 2),
+        "subprocess_cpu_ms_per_program": round(base_cpu / args.n * 1000, 2),
+        "speedup_cpu": round(base_cpu / pool_cpu, 2) if pool_cpu else None,
         "pool_startup_s": round(startup_s, 3),
         "outputs_agree": pool_out == base_out,
         "pool_failures": failures,
