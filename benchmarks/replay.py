@@ -75,6 +75,9 @@ def main() -> None:
     ap.add_argument("--store", default="memory://")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    import structlog
+
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))  # stdout is the JSON
     log = (lambda m: print(m, file=sys.stderr)) if not args.json else (lambda m: print(m, file=sys.stderr, flush=True))
     store = open_store(args.store)
     t = time.time()

@@ -19,9 +19,22 @@ from evo_core.cli.app import fail
 STORE_OPT = typer.Option(None, "--store", envvar="EVO_STORE", help="Store URL (default: sqlite:///.evo/evo.sqlite).")
 
 
+def _logs_to_stderr() -> None:
+    """Structured logs go to stderr (stdout carries the command's output, e.g. --json)."""
+    import logging
+    import os
+
+    import structlog
+
+    level = getattr(logging, os.environ.get("EVO_LOG_LEVEL", "WARNING").upper(), logging.WARNING)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level),
+                        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
+
+
 def _open(url: Optional[str]):
     from evo_core.store import StoreError, open_store
 
+    _logs_to_stderr()
     try:
         return open_store(url)
     except (StoreError, OSError) as exc:

@@ -150,5 +150,5 @@ def build_report(store: Any, run_id: str, out_dir: Any, *, benchmark: Optional[A
         path.write_text(html, encoding="utf-8")
     except OSError as exc:
         raise AuditError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
-    log.info("report.written", path=str(path), bytes=len(html), events=data.events)
+    log.debug("report.written", path=str(path), bytes=len(html), events=data.events)
     return path

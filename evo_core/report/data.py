@@ -208,8 +208,18 @@ def load_benchmark(path: Any) -> dict[str, dict[str, float]]:
     def flat(d: Any) -> dict[str, float]:
         if isinstance(d, dict) and isinstance(d.get("metrics"), dict):
             d = d["metrics"]
-        return {k: float(v) for k, v in (d or {}).items() if _num(v) is not None} if isinstance(d, dict) else {}
+        if not isinstance(d, dict):
+            return {}
+        out = {}
+        for k, v in d.items():
+            if isinstance(v, dict) and "mean" in v:  # {"mean": …, "std": …} summaries
+                v = v["mean"]
+            if _num(v) is not None:
+                out[k] = float(v)
+        return out
 
+    if isinstance(raw, dict) and isinstance(raw.get("harnesses"), dict):  # benchmarks/evolution.py --json
+        raw = raw["harnesses"]
     if isinstance(raw, dict) and "fixed" in raw and "evolving" in raw:
         return {"fixed": flat(raw["fixed"]), "evolving": flat(raw["evolving"])}
     rows = raw.get("runs") or raw.get("results") if isinstance(raw, dict) else raw

@@ -67,6 +67,11 @@ def test_bad_report_input(evo_tiny_run, tmp_path):
     store, run_id = evo_tiny_run
     with pytest.raises(AuditError, match="unknown run"):
         build_report(store, "nope", tmp_path)
+    (tmp_path / "e.json").write_text(json.dumps({"harnesses": {
+        "fixed": {"final_main_strict": {"mean": 0.1, "std": 0.01}, "wrong_branch_promotions": 3, "seeds": [0]},
+        "evolving": {"final_main_strict": {"mean": 0.7, "std": 0.02}, "wrong_branch_promotions": 0}}}))
+    assert load_benchmark(tmp_path / "e.json") == {"fixed": {"final_main_strict": 0.1, "wrong_branch_promotions": 3.0},
+                                                   "evolving": {"final_main_strict": 0.7, "wrong_branch_promotions": 0.0}}
     (tmp_path / "b.json").write_text("{}")
     with pytest.raises(AuditError, match="expected fixed and evolving"):
         load_benchmark(tmp_path / "b.json")
