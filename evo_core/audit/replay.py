@@ -233,6 +233,7 @@ class ReplayEngine:
             raise AuditError("--window and --every must be at least 1")
         self.progress = progress
         self._want_state = False
+        self._pass_steps: list[int] = []
 
     def _base_params(self) -> dict[str, dict[str, Any]]:
         return {k: dict(v) for k, v in self.hcfg.diagnostics.items()}
@@ -267,9 +268,11 @@ class ReplayEngine:
             if pending_step is None:
                 return
             s = pending_step
+            main_eval = any(e.branch == "main" for e in pending_evals)
             win.add_step(s, pending_rollouts, pending_step_ev, pending_evals)
             pending_step, pending_rollouts, pending_step_ev, pending_evals = None, [], None, []
-            if s % self.every != 0 or s in evaluated:
+            # The engine's cadence: every `diagnose_every` steps, and whenever a main-line eval lands.
+            if not (s % self.every == 0 or main_eval) or s in evaluated:
                 return
             evaluated.add(s)
             passes += 1
@@ -330,6 +333,7 @@ class ReplayEngine:
         flush()
         if self.progress is not None:
             self.progress(n, n)
+        self._pass_steps = sorted(evaluated)
         return findings, recorded, decisions, passes, failures, windows
 
     def _decision(self, ev: Promoted | Rejected, i: int, proposals: dict[str, InterventionProposed],
@@ -408,7 +412,11 @@ class ReplayEngine:
         return st
 
     def _pass_at(self, step: int) -> int:
-        return step - step % self.every
+        """The last diagnostic pass at or before ``step`` (what a decision at ``step`` saw)."""
+        import bisect
+
+        k = bisect.bisect_right(self._pass_steps, step)
+        return self._pass_steps[k - 1] if k else -1
 
     def _rejudge(self, dec: RecordedDecision, vanished: set, by_pass: dict[int, list[CFinding]],
                  recorded: list[FailureDiagnosed], recorded_kinds_at: set, touched: set[str], gates: list[Resolved],
