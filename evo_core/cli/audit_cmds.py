@@ -87,7 +87,7 @@ def audit_cmd(
 
 def replay_cmd(
     run: str = typer.Argument(..., help="Run id (the run is only read)."),
-    with_: List[str] = typer.Option([], "--with", help="SPEC: NAME[@V][:k=v,…], gate:NAME…, -NAME or a .json/.toml/skill file. Repeatable."),
+    with_: List[str] = typer.Option([], "--with", help="SPEC: NAME, NAME@VERSION:k=v,…, gate:NAME, -NAME, or a .json/.toml/skill file. Repeatable."),
     find_bad: bool = typer.Option(False, "--find-bad", help="List promotions the strict oracle calls harmful that the later harness (plus SPEC) would have blocked."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     window: Optional[int] = typer.Option(None, "--window", help="Evidence window in steps (default: the run's harness.window_steps)."),

@@ -173,3 +173,21 @@ def test_api_errors(evo_tiny_run):
     step_id = next(r.event_id for r in idx.records if r.type == "evo.StepCompleted")
     with pytest.raises(AuditError, match="not a promotion"):
         audit_run(store, run_id, step_id, index=idx)
+
+
+def test_policy_promotion_chain_shows_its_eval(evo_store):
+    run = "p"
+    ev = EvalCompleted(run_id=run, step=4, policy_version=4, split="heldout", n=20, metrics={"strict_accuracy": 0.8})
+    events = [RunStarted(run_id=run, config={}, config_hash="x", seed=0, harness_mode="evolving", code_version="t",
+                         started_at="2026-01-01T00:00:00Z"),
+              *[RolloutCompleted(run_id=run, step=4, task_id=f"t{i}", group_id="g", policy_version=4, reward=1.0) for i in range(4)],
+              ev,
+              Promoted(run_id=run, subject="policy", subject_id="4", step=4, gate="policy", harness_version_before=0,
+                       harness_version_after=1, reasons=("held-out strict 0.800 >= main 0.700",),
+                       plugin_versions={"policy": "1"}, caused_by=(ev.event_id,))]
+    evo_store.append(run_stream(run), events, expected_version=0)
+    (chain,) = audit_run(evo_store, run).chains
+    assert chain.proposal is None and chain.decision["subject"] == "policy"
+    assert [e["id"] for e in chain.evals] == [ev.event_id] and chain.evals[0]["metrics"] == {"strict_accuracy": 0.8}
+    assert chain.plugin_versions["policy"] == "1" and chain.verification.verified
+    assert chain.outcome["held"] is None  # nothing was logged after it
