@@ -101,18 +101,19 @@ def test_lora_adapter_sync(server, tiny_dir, tmp_path):
     url, host = server
     store = open_store("memory://")
     policy = HFPolicy.load(tiny_dir)
+    torch.manual_seed(0)  # lora_A's init draws from the global RNG: keep the test order-independent
     policy.enable_lora(LoraSettings(r=4, alpha=8))
     with HTTPEngine(HTTPEngineConfig(base_url=url, model="tiny", sync_mode="lora",
                                      sync_dir=str(tmp_path / "sync"))) as eng:
-        base = eng.generate(PROMPTS, GREEDY)
         for version in (1, 2):
             _perturb(policy.model, names="lora_B", seed=version, scale=2.0)  # B starts at 0: make it matter
             ev = sync_and_record(eng, policy, store=store, run_id="r2", step=version, version=version)
             assert eng.model == f"tiny-v{version}" and ev.adapter
             sampled = eng.generate(PROMPTS, SAMPLED)
             assert _served_by(sampled, policy), f"server is not sampling from adapter v{version}"
+        # the adapter changed the served distribution (greedy text may not move: the
+        # untrained model's argmax is one dominant token)
         assert not _served_by(sampled, HFPolicy.load(tiny_dir))
-        assert _texts(eng.generate(PROMPTS, GREEDY)) != _texts(base)
     served = [m["id"] for m in httpx.get(url + "/v1/models").json()["data"]]
     assert served == ["tiny", "tiny-v2"]  # keep_adapters=1 unloaded v1
     assert len(list(store.events(run_stream("r2")))) == 2
