@@ -86,6 +86,7 @@ def candidate(*args, **kwargs):
         _state["unknown"] = True
         _needed[key] = {"key": key, "args": enc[0], "kwargs": enc[1]}
         return _Pending()
+    _state["t"] = _state.get("t", 0.0) + float(rec.get("t", 0.0))
     if "ok" in rec:
         return decode_value(rec["ok"])
     if rec.get("timeout"):
@@ -126,6 +127,7 @@ def _run():
     ns[_req["entry_point"]] = candidate
     results = []
     for text, code in steps:
+        _state["t"] = 0.0  # candidate time spent in this step's calls
         try:
             exec(code, ns)
             results.append({"step": text[:300], "outcome": "pass", "is_assert": text.lstrip().startswith("assert")})
@@ -139,6 +141,7 @@ def _run():
             results.append({"step": text[:300], "outcome": "wrong_answer", "msg": str(e)[:300]})
         except BaseException as e:
             results.append({"step": text[:300], "outcome": "test_error", "msg": "".join(traceback.format_exception_only(type(e), e))[-500:]})
+        results[-1]["t"] = _state["t"]
     return results
 
 

@@ -121,9 +121,12 @@ class CodeGrader:
             return cached
         cfg = self.config
         result: tuple[float, str] = (problem.time_limit_s or cfg.default_time_limit_s, "dataset" if problem.time_limit_s else "default")
-        if cfg.calibrate and problem.reference and problem.kind != ASSERT:  # asserts: the default/dataset limit
+        if cfg.calibrate and problem.reference:
             generous = max(cfg.max_time_limit_s, result[0])
-            tests = self._run_tests(problem, problem.reference, list(enumerate(problem.tests)), generous)
+            if problem.kind == ASSERT:  # runtime of a step = the candidate time of its calls
+                tests = self._grade_asserts(problem, problem.reference, generous, "all", _compile_error(problem.reference))
+            else:
+                tests = self._run_tests(problem, problem.reference, list(enumerate(problem.tests)), generous)
             if tests and all(t.outcome == PASS for t in tests):
                 slowest = max(t.runtime for t in tests)
                 tl = min(cfg.max_time_limit_s, max(cfg.min_time_limit_s, cfg.k_reference * slowest))
@@ -334,13 +337,13 @@ class CodeGrader:
                 oc, t, detail = self._classify_call(recs, j, res, None, tl, None, compare=False)
                 rec = recs.get(j)
                 if oc == PASS and rec is not None:
-                    memo[n["key"]] = {"ok": rec["ok"]}
+                    memo[n["key"]] = {"ok": rec["ok"], "t": t}
                 elif oc == TIMEOUT:
-                    memo[n["key"]] = {"timeout": True}
+                    memo[n["key"]] = {"timeout": True, "t": t}
                 elif oc == WRONG_ANSWER:
-                    memo[n["key"]] = {"bad_value": detail}
+                    memo[n["key"]] = {"bad_value": detail, "t": t}
                 else:
-                    memo[n["key"]] = {"exc": oc, "msg": detail}
+                    memo[n["key"]] = {"exc": oc, "msg": detail, "t": t}
         return [TestOutcome(index=0, outcome=INFRA_ERROR, detail=f"assert tests did not settle in {self.config.max_assert_rounds} rounds")]
 
 
@@ -350,7 +353,8 @@ def _step_outcome(i: int, s: dict[str, Any]) -> TestOutcome:
         oc = WRONG_ANSWER
     if oc == RUNTIME_ERROR and "MemoryError" in s.get("msg", ""):
         oc = MEMORY_LIMIT
-    return TestOutcome(index=i, outcome=oc, public=True, detail=(s.get("step", "") + (" -> " + s["msg"] if s.get("msg") else ""))[:500])
+    detail = (s.get("step", "") + (" -> " + s["msg"] if s.get("msg") else ""))[:500]
+    return TestOutcome(index=i, outcome=oc, runtime=float(s.get("t", 0.0)), public=True, detail=detail)
 
 
 def _classify_stdio(r: ExecResult, t: TestCase, tl: float, tol: Optional[float]) -> tuple[str, str]:
