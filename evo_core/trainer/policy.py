@@ -93,17 +93,14 @@ class HFPolicy:
 
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: str) -> None:
+        """A full model directory; with LoRA, the adapter only (``adapter_config.json``, what
+        vLLM's ``load_lora_adapter`` takes) plus a pointer to the local base model."""
         os.makedirs(path, exist_ok=True)
-        model = self.model
-        if self.lora is not None:
-            model = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
-            # merging is destructive for peft models; save a merged copy and keep training the adapter
-        model.save_pretrained(path)
-        if self.lora is not None:
-            self.model.save_pretrained(os.path.join(path, "adapter"))
+        self.model.save_pretrained(path)
         self.tokenizer.save(path)
         with open(os.path.join(path, POLICY_FILE), "w") as fh:
-            json.dump({"name": self.name, "lora": attrs.asdict(self.lora) if self.lora else None}, fh)
+            json.dump({"name": self.name, "lora": attrs.asdict(self.lora) if self.lora else None,
+                       "base_path": os.path.abspath(self.base_path) if self.lora and self.base_path else None}, fh)
 
     @classmethod
     def load(cls, path: str, *, device: str = "cpu") -> "HFPolicy":
@@ -111,8 +108,19 @@ class HFPolicy:
         if os.path.exists(os.path.join(path, POLICY_FILE)):
             with open(os.path.join(path, POLICY_FILE)) as fh:
                 meta = json.load(fh)
-        policy = cls.from_pretrained(path, device=device, name=meta.get("name"))
-        return policy
+        if meta.get("lora"):
+            base = meta.get("base_path")
+            if not base or not os.path.isdir(base):
+                raise PolicyLoadError(f"{path}: LoRA adapter whose base model {base!r} is not a local directory")
+            try:
+                from peft import PeftModel
+            except ImportError as exc:
+                raise PolicyLoadError("LoRA needs the 'lora' extra: pip install 'evotrainer[lora]'") from exc
+            policy = cls.from_pretrained(base, device=device, name=meta.get("name"))
+            policy.model = PeftModel.from_pretrained(policy.model, path, is_trainable=True).to(device)
+            policy.lora = LoraSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["lora"].items()})
+            return policy
+        return cls.from_pretrained(path, device=device, name=meta.get("name"))
 
     def state_dict(self) -> dict[str, Any]:
         return {k: v.detach().clone() for k, v in self.model.state_dict().items()}

@@ -133,3 +133,11 @@ def test_lora_adapter_trains_only_adapter_weights(tmp_path):
     pol = HFPolicy.from_pretrained(str(tmp_path / "base"), lora=LoraSettings(r=2, alpha=4))
     trainable = [n for n, p in pol.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora" in n for n in trainable)
+    with torch.no_grad():  # move the adapter away from its zero init so the round trip means something
+        for n, p in pol.model.named_parameters():
+            if "lora_B" in n:
+                p.add_(0.01)
+    pol.save(str(tmp_path / "adapter"))
+    assert (tmp_path / "adapter" / "adapter_config.json").exists()
+    back = HFPolicy.load(str(tmp_path / "adapter"))
+    assert back.lora is not None and back.digest() == pol.digest()
