@@ -325,19 +325,28 @@ class Worker:
         in_fd = os.memfd_create("stdin", 0)
         _write_all(in_fd, stdin_data)
         os.lseek(in_fd, 0, os.SEEK_SET)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
+        # stdout/stderr go to memory files, not pipes: nothing has to drain them while the
+        # program runs (the worker just sleeps on the pidfd: every line of Python it runs
+        # while the child lives costs copy-on-write faults), a program never blocks on a
+        # full pipe, and a grandchild holding them open cannot stall us. Their size is
+        # bounded by RLIMIT_FSIZE; we read back at most ``output_bytes``.
+        out_fd = os.memfd_create("stdout", 0)
+        err_fd = os.memfd_create("stderr", 0)
         st_r, st_w = os.pipe2(os.O_CLOEXEC)  # setup errors; closes on exec / before user code
         # Everything the worker holds goes to the permanent GC generation, so a collection
         # in the child never walks (and copy-on-write duplicates) the inherited heap.
         gc.freeze()
         pid = os.fork()
         if pid == 0:  # child: never returns
-            os.close(out_r), os.close(err_r), os.close(st_r)
-            self._child(job, lim, workdir, in_fd, out_w, err_w, st_w)
-        for fd in (in_fd, out_w, err_w, st_w):
-            os.close(fd)
-        return self._supervise(pid, lim, out_r, err_r, st_r, t0)
+            os.close(st_r)
+            self._child(job, lim, workdir, in_fd, out_fd, err_fd, st_w)
+        os.close(in_fd)
+        os.close(st_w)
+        try:
+            return self._supervise(pid, lim, out_fd, err_fd, st_r, t0)
+        finally:
+            os.close(out_fd)
+            os.close(err_fd)
 
     def _child(self, job, lim, workdir, in_fd, out_w, err_w, st_w):
         try:
@@ -430,47 +439,26 @@ class Worker:
             n = int(lim["processes"])
             resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
 
-    def _supervise(self, pid, lim, out_r, err_r, st_r, t0):
+    def _supervise(self, pid, lim, out_fd, err_fd, st_r, t0):
         cap = int(lim["output_bytes"])
         deadline = t0 + float(lim["wall_seconds"])
-        bufs = {out_r: bytearray(), err_r: bytearray()}
-        trunc = {out_r: False, err_r: False}
         pidfd = os.pidfd_open(pid)
-        open_fds = {out_r, err_r}
-        exited = timed_out = False
+        timed_out = False
         setup_err = b""
-        st_open = True
-
-        def pump(fd):
-            try:
-                b = os.read(fd, 65536)
-            except OSError:
-                b = b""
-            if not b:
-                open_fds.discard(fd)
-                return
-            room = cap - len(bufs[fd])
-            if room > 0:
-                bufs[fd] += b[:room]
-            if len(b) > room:
-                trunc[fd] = True  # keep draining so the program never blocks on a full pipe
-
-        while not exited:
+        wait_on = [pidfd, st_r]
+        while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = True
                 break
-            rl = list(open_fds) + [pidfd] + ([st_r] if st_open else [])
-            ready, _, _ = select.select(rl, [], [], left)
-            for fd in ready:
-                if fd == pidfd:
-                    exited = True
-                elif fd == st_r:
-                    chunk = os.read(st_r, 4096)
-                    setup_err += chunk
-                    st_open = bool(chunk)
-                else:
-                    pump(fd)
+            ready = select.select(wait_on, [], [], left)[0]
+            if pidfd in ready:
+                break
+            if st_r in ready:
+                chunk = os.read(st_r, 4096)
+                setup_err += chunk
+                if not chunk:
+                    wait_on = [pidfd]
         # Kill the job's whole process group, then everything else its uid still runs
         # (daemonised grandchildren that left the group), then reap.
         try:
@@ -490,22 +478,18 @@ class Worker:
             if kids is None and attempt >= 1:
                 break  # no /proc children list: two rounds are what we can do
             time.sleep(min(0.05, 0.001 * attempt))
-        end = time.monotonic() + 2.0
-        while open_fds and time.monotonic() < end:  # what is still buffered in the pipes
-            ready, _, _ = select.select(list(open_fds), [], [], max(0.0, end - time.monotonic()))
-            for fd in ready:
-                pump(fd)
-        if st_open:
+        if len(wait_on) > 1:
             try:
                 os.set_blocking(st_r, False)
                 setup_err += os.read(st_r, 4096)
             except OSError:
                 pass
-        for fd in (out_r, err_r, st_r):
-            os.close(fd)
+        os.close(st_r)
+        out_size, err_size = os.fstat(out_fd).st_size, os.fstat(err_fd).st_size
+        out_b, err_b = os.pread(out_fd, cap, 0), os.pread(err_fd, cap, 0)
         wall = time.monotonic() - t0
-        stdout = bytes(bufs[out_r]).decode("utf-8", "replace")
-        stderr = bytes(bufs[err_r]).decode("utf-8", "replace")
+        stdout = out_b.decode("utf-8", "replace")
+        stderr = err_b.decode("utf-8", "replace")
         exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         cpu = ru.ru_utime + ru.ru_stime
@@ -524,8 +508,8 @@ class Worker:
             "oom": oom,
             "wall_time": wall,
             "cpu_time": cpu,
-            "stdout_truncated": trunc[out_r],
-            "stderr_truncated": trunc[err_r],
+            "stdout_truncated": out_size > cap,
+            "stderr_truncated": err_size > cap,
             "infra_error": infra,
         }
 

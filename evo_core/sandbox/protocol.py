@@ -37,7 +37,7 @@ class Limits:
     file_size_mb: Optional[int] = attrs.field(default=64, validator=_pos)  # RLIMIT_FSIZE
     open_files: Optional[int] = attrs.field(default=256, validator=_pos)  # RLIMIT_NOFILE
     processes: Optional[int] = attrs.field(default=64, validator=_pos)  # RLIMIT_NPROC, per sandbox uid
-    output_bytes: int = attrs.field(default=1 << 20, validator=_pos)  # per stream; the rest is drained
+    output_bytes: int = attrs.field(default=1 << 20, validator=_pos)  # per stream read back; stdout/stderr are files bounded by file_size_mb
     network: bool = False  # True keeps the host network (only for trusted setup steps)
 
     def effective_cpu_seconds(self) -> float:
