@@ -29,6 +29,9 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: the config's)")
     ap.add_argument("--no-sft", action="store_true", help="skip the SFT warm start (random init)")
+    ap.add_argument("--store", default="sqlite:///{tmp}/bench.sqlite?synchronous=normal",
+                    help="store URL for the logged run ({tmp}: a fresh temp dir). synchronous=normal: a committed "
+                         "step survives a process kill, not an OS crash; use ?synchronous=full to price fsyncs")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -63,7 +66,8 @@ def main(argv=None) -> int:
     bare_total = time.perf_counter() - t0
 
     # 2. the full loop (fixed harness: diagnoses and logs every step)
-    store = open_store(f"sqlite:///{tmp}/bench.sqlite")
+    store_url = args.store.format(tmp=tmp)
+    store = open_store(store_url)
     loop = RunLoop(cfg, store, plugins=pm)
     loop.start()
     t1 = time.perf_counter()
@@ -79,7 +83,7 @@ def main(argv=None) -> int:
         return sum(vals) / len(vals) if vals else None
 
     result = {
-        "steps": n, "threads": torch.get_num_threads(), "sft": bool(sft), "rollouts_per_step": cfg.rl.prompts_per_step * cfg.rl.group_size,
+        "store": store_url.replace(tmp, "$TMP"), "steps": n, "threads": torch.get_num_threads(), "sft": bool(sft), "rollouts_per_step": cfg.rl.prompts_per_step * cfg.rl.group_size,
         "bare_step_s": round(bare_step, 4),
         "logged_compute_step_s": round(tm["compute"] / n, 4),
         "harness_overhead": round(book / max(tm["compute"], 1e-9), 4),
