@@ -61,7 +61,7 @@ DEFAULT_TABLE = "evo_events"
 # reads (checkout, runs) skip the rollouts without decoding them.
 BULK_TYPE = "evo.RolloutCompleted"
 PAGE = 5000
-PIPELINE_MIN = 512  # events; smaller batches are inserted without a writer thread
+PIPELINE_MIN = 512  # events; with pipelining on, smaller batches are still inserted inline
 _ABORT = object()
 
 
@@ -296,7 +296,7 @@ class EsSnapshots:
 
 
 def open_sqlite_backend(path: str, url: str, *, synchronous: str = "FULL", table: str = DEFAULT_TABLE,
-                        lock_timeout: int = 30):
+                        lock_timeout: int = 30, pipeline: bool = False):
     """(EsBackend, EsSnapshots) over the SQLite file at ``path``."""
     import sqlite3
 
@@ -320,10 +320,11 @@ def open_sqlite_backend(path: str, url: str, *, synchronous: str = "FULL", table
 
         def insert_chunks(self, oid, stream, chunks, new_stream, size):
             # One IMMEDIATE transaction (the write lock up front, so the rowids of this batch
-            # are consecutive and no reader sees part of it), executemany per chunk. For big
-            # batches a writer thread runs the inserts: sqlite3 releases the GIL inside
-            # SQLite, so inserting chunk k overlaps encoding chunk k+1.
-            if size < PIPELINE_MIN:
+            # are consecutive and no reader sees part of it), executemany per chunk. With
+            # ``?pipeline=1`` a writer thread runs the inserts of big batches: sqlite3 releases
+            # the GIL inside SQLite, so inserting chunk k overlaps encoding chunk k+1. Off by
+            # default: on a busy machine with few cores it measured slower, not faster.
+            if not pipeline or size < PIPELINE_MIN:
                 return self._insert(oid, stream, chunks, new_stream)
             q: queue.Queue = queue.Queue(maxsize=8)
             box: dict[str, Any] = {}
@@ -342,8 +343,9 @@ def open_sqlite_backend(path: str, url: str, *, synchronous: str = "FULL", table
                     box["positions"] = self._insert(oid, stream, feed(), new_stream)
                 except BaseException as exc:  # handed to the caller below
                     box["error"] = exc
-                    while q.get() not in (None, _ABORT):  # let the producer finish
-                        pass
+                    if not isinstance(exc, _Aborted):
+                        while q.get() not in (None, _ABORT):  # let the producer finish
+                            pass
 
             t = threading.Thread(target=writer, name="evo-sqlite-append", daemon=True)
             t.start()

@@ -121,3 +121,26 @@ def test_reopen_sees_the_same_log(tmp_path):
     ev = next(iter(s2.events("run-a")))
     assert isinstance(ev, RunStarted) and ev.config == {"run": {"name": "x"}}
     assert s2.runs() == ["a"]
+
+
+def test_pipelined_sqlite_append_is_one_transaction(tmp_path):
+    from evo_events import CodecError
+
+    store = open_store(f"sqlite:///{tmp_path}/p.sqlite?pipeline=1")
+    run_id = generate_run(store, steps=2, rollouts_per_step=700)  # batches above the pipelining threshold
+    stream = run_stream(run_id)
+    n = store.stream_version(stream)
+    assert store.verify().ok and [r.version for r in store.read_stream(stream)] == list(range(1, n + 1))
+    # an event that cannot be encoded, deep in a big batch: nothing of the batch is written
+    bad = _steps("a", 900)
+    bad[800] = StepCompleted(run_id="a", step=1, policy_version=1, harness_version=0, metrics={"x": object()})
+    with pytest.raises(CodecError):
+        store.append(stream, bad, expected_version=n)
+    assert store.stream_version(stream) == n
+    # a stale writer of a big batch: conflict, nothing written
+    with pytest.raises(ConcurrencyConflict):
+        store.backend.append_chunks(stream, n - 1, 900, iter([(["evo.StepCompleted"] * 900, [1] * 900,
+                                                               [b"{}"] * 900, ["0" * 64] * 900,
+                                                               [f"id{i}" for i in range(900)])]))
+    assert store.stream_version(stream) == n and store.verify().ok
+    store.close()
