@@ -8,11 +8,20 @@ working directory (or ``$EVO_STORE``).
 from evo_core.store.blobs import BlobError, BlobStore, FileBlobStore, MemoryBlobStore, get_json, put_json
 from evo_core.store.facade import RUN_PREFIX, EventStore, VerifyReport, run_stream
 from evo_core.store.open import DEFAULT_URL, default_url, open_store
-from evo_core.store.records import ConcurrencyConflict, CorruptRecord, NewRecord, StoredEvent, StoreError
+from evo_core.store.records import (
+    AppendResult,
+    ConcurrencyConflict,
+    CorruptRecord,
+    NewRecord,
+    StoredEvent,
+    StoreError,
+    StoreUnavailable,
+)
 
 __all__ = [
     "BlobError", "BlobStore", "FileBlobStore", "MemoryBlobStore", "get_json", "put_json",
     "RUN_PREFIX", "EventStore", "VerifyReport", "run_stream",
     "DEFAULT_URL", "default_url", "open_store",
-    "ConcurrencyConflict", "CorruptRecord", "NewRecord", "StoredEvent", "StoreError",
+    "AppendResult", "ConcurrencyConflict", "CorruptRecord", "NewRecord", "StoredEvent", "StoreError",
+    "StoreUnavailable",
 ]

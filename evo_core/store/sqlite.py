@@ -33,6 +33,8 @@ def sqlite_path(url: str) -> tuple[str, dict[str, str]]:
     path = url[len("sqlite:///"):].split("?", 1)[0]
     if not path:
         raise StoreError(f"bad SQLite store URL {url!r}: no file path")
+    if path == ":memory:" or "mode=memory" in url:
+        raise StoreError(f"SQLite store URL {url!r}: in-memory SQLite is not supported; use memory:// instead")
     opts = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     unknown = set(opts) - {"synchronous", "pipeline"}
     if unknown:
