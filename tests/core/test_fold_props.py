@@ -193,3 +193,22 @@ def test_diff_states_is_structured(evo_tiny_run):
     assert diff_states(b, b) == {"run_id": run_id, "from_position": b.position, "to_position": b.position}
     back = diff_states(b, a)
     assert pid in back["interventions"]["removed"]
+
+
+def test_diff_names_diagnostic_gate_and_skill_changes():
+    from evo_core.state import DiagnosticSetting, Skill
+
+    a = HarnessState(run_id="r", harness_version=3, gate_config={"policy": {"min": 0.1}, "old": 1})
+    a.diagnostics["hedge"] = DiagnosticSetting("hedge", "1", {"max_rate": 0.15})
+    a.skills["s1"] = Skill("s1", "penalty")
+    b = HarnessState(run_id="r", harness_version=4, gate_config={"policy": {"min": 0.2}, "new": True})
+    b.diagnostics["hedge"] = DiagnosticSetting("hedge", "2", {"max_rate": 0.1}, source="p9", since_harness_version=4)
+    b.diagnostics["gap"] = DiagnosticSetting("gap", "1", {})
+    b.skills["s1"] = Skill("s1", "penalty", retired=True)
+    d = diff_states(a, b)
+    assert d["diagnostics"]["changed"]["hedge"] == {"version": ["1", "2"], "params": [{"max_rate": 0.15}, {"max_rate": 0.1}],
+                                                    "source": ["config", "p9"]}
+    assert list(d["diagnostics"]["added"]) == ["gap"]
+    assert d["gate_config"] == {"added": {"new": True}, "removed": {"old": 1},
+                                "changed": {"policy": [{"min": 0.1}, {"min": 0.2}]}}
+    assert d["skills"] == {"retired": ["s1"]} and d["harness_version"] == [3, 4]
