@@ -371,8 +371,7 @@ class Worker:
                 os.setgroups([])
                 os.setresgid(self.gid, self.gid, self.gid)
                 os.setresuid(self.uid, self.uid, self.uid)
-            env = self.base_env()
-            env.update(job.get("env") or {})
+            extra_env = job.get("env") or {}
         except BaseException as exc:  # setup failed: an infrastructure error, not the program's
             try:
                 os.write(st_w, ("sandbox setup failed: %r" % (exc,)).encode())
@@ -380,13 +379,15 @@ class Worker:
                 os._exit(126)
         if job.get("argv"):
             argv = job["argv"]
+            env = self.base_env()
+            env.update(extra_env)
             try:
                 os.execvpe(argv[0], argv, env)
             except OSError as exc:
                 os.write(st_w, ("cannot execute %r: %s" % (argv[0], exc.strerror)).encode())
                 os._exit(127)
         os.close(st_w)
-        _exec_python(job["code"], env)
+        _exec_python(job["code"], extra_env)
 
     def _private_mounts(self, workdir, hide_paths, expose_paths, argv_paths=()):
         _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
@@ -551,11 +552,10 @@ def _prepare_python():
 _PY = {}
 
 
-def _exec_python(code, env):
+def _exec_python(code, extra_env):
     """Run ``code`` as ``__main__`` in this (forked, already confined) process."""
-    if os.environ != env:  # the worker holds the base environment already
-        os.environ.clear()
-        os.environ.update(env)
+    if extra_env:  # the worker holds the scrubbed base environment already
+        os.environ.update(extra_env)
     if "std" not in _PY:
         _prepare_python()
     sys.stdin, sys.stdout, sys.stderr = _PY["std"]
