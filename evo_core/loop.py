@@ -288,10 +288,8 @@ class RunLoop:
         self.session, self.sft_info = build_session(self.cfg, self.plugins, on_sft_step=self._sft_progress())
         self.ckpt = Checkpoints(self.cfg.run.checkpoint_dir, self.run_id)
         cfg_dict = self.cfg.to_dict()
-        if self.sft_info:
-            cfg_dict.setdefault("resolved", {})["sft_cache_key"] = self.sft_info.get("key")
         self.config_dict = cfg_dict
-        first: list[Event] = [RunStarted(run_id=self.run_id, config=cfg_dict, config_hash=config_hash(self.cfg.to_dict()),
+        first: list[Event] = [RunStarted(run_id=self.run_id, config=cfg_dict, config_hash=config_hash(cfg_dict),
                                          seed=self.cfg.run.seed, harness_mode=self.mode, code_version=code_version(),
                                          started_at=_now(), emitted_by=TRAINER)]
         first.append(PolicyUpdated(run_id=self.run_id, step=0, policy_version=0, digest=self.session.policy.digest(),
@@ -442,7 +440,7 @@ class RunLoop:
                 self.progress.end_run()
         ctx = self._ctx([], None, [], final=True)
         t0 = time.perf_counter()
-        self.harness.on_run_end(ctx)
+        self._guarded("on_run_end", ctx)
         self.timings["harness"] += time.perf_counter() - t0
         summary = {"final_eval": self.last_eval, "harness_version": self.state.harness_version,
                    "policy_version": self.session.policy_version, "main_policy_version": self.state.main_policy_version,
@@ -455,6 +453,17 @@ class RunLoop:
             except Exception:
                 pass
         return RunOutcome(self.run_id, status, self.session.step, summary, dict(self.timings))
+
+    def _guarded(self, method: str, ctx: StepContext) -> None:
+        """Call the harness; if it raises, record ``PluginFailed`` and keep training (the
+        harness is rebuilt from the log on resume, so nothing is lost but this call)."""
+        try:
+            getattr(self.harness, method)(ctx)
+        except Exception as exc:
+            log.error("harness failed", method=method, error=f"{type(exc).__name__}: {exc}")
+            self._append([PluginFailed(run_id=self.run_id, plugin=type(self.harness).__name__, hook=f"Harness.{method}",
+                                       error_type=type(exc).__name__, message=str(exc)[:2000], step=self.session.step,
+                                       emitted_by=TRAINER)])
 
     def _ctx(self, rollouts: Sequence[RolloutCompleted], step_ev: Optional[StepCompleted],
              evals: Sequence[EvalCompleted], *, final: bool = False) -> StepContext:
@@ -488,7 +497,7 @@ class RunLoop:
         self.ckpt.gc(res.step)
         self.session.restored = False
         t2 = time.perf_counter()
-        self.harness.on_step(self._ctx(rollouts, step_ev, evals, final=res.step == self.cfg.run.steps))
+        self._guarded("on_step", self._ctx(rollouts, step_ev, evals, final=res.step == self.cfg.run.steps))
         self.timings["harness"] += time.perf_counter() - t2
         if self.session.restored:
             # the harness put the main line back: record the weights now in force, and make the

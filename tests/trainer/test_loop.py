@@ -75,6 +75,9 @@ def test_run_log_shape(tmp_path):
         assert key in metrics
     assert [e.policy_version for e in events if isinstance(e, PolicyUpdated)] == [0, 1, 2, 3, 4]
     assert fold(events).to_dict() == loop.state.to_dict()  # live state == replayed state
+    from evo_core.config import config_hash
+
+    assert config_hash(started.config) == started.config_hash
     assert store.verify().ok
 
 
@@ -112,6 +115,23 @@ def test_raising_verifier_stops_the_run_with_a_consistent_log(tmp_path):
     assert isinstance(events[-2], PluginFailed) and events[-2].required and events[-2].plugin == "broken_plugin"
     assert isinstance(events[-1], RunFinished) and events[-1].status == "failed"
     assert store.verify().ok
+
+
+class ExplodingHarness:
+    def on_step(self, ctx):
+        raise ValueError("harness bug")
+
+    def on_run_end(self, ctx):
+        pass
+
+
+def test_a_raising_harness_is_recorded_and_training_goes_on(tmp_path):
+    store = open_store("memory://")
+    loop = RunLoop(_cfg(tmp_path, run={"steps": 2}), store, plugins=_pm(), harness=ExplodingHarness())
+    loop.start()
+    assert loop.run().status == "completed"
+    failed = [e for e in store.events(run_stream(loop.run_id)) if isinstance(e, PluginFailed)]
+    assert [(e.hook, e.step) for e in failed] == [("Harness.on_step", 1), ("Harness.on_step", 2)]
 
 
 def test_resume_refuses_a_changed_config_or_a_finished_run(tmp_path):
