@@ -22,7 +22,6 @@ writes is ``{"ready": true, "isolation": {...}}``; then one result per job.
 """
 
 import ctypes
-import errno
 import fcntl
 import gc
 import json
