@@ -126,6 +126,30 @@ def _encoder_for(cls: type) -> Callable[[Any], str]:
     return fn
 
 
+# Inline expressions per annotation; each guards the exact runtime type and otherwise defers
+# to ``_value`` (which handles anything, or falls back to the canonical codec).
+_STR = "(_enc_str({v}) if {v}.__class__ is str else _value({v}))"
+_INT = "(_int_repr({v}) if {v}.__class__ is int else _value({v}))"
+_FLOAT = "(_float_repr({v}) if {v}.__class__ is float and {v} - {v} == 0.0 else _value({v}))"  # finite only
+_BOOL = "('true' if {v} is True else 'false' if {v} is False else _value({v}))"
+_INLINE = {
+    "str": _STR, "int": _INT, "float": _FLOAT, "bool": _BOOL,
+    "Optional[str]": "('null' if {v} is None else " + _STR + ")",
+    "Optional[int]": "('null' if {v} is None else " + _INT + ")",
+    "Optional[float]": "('null' if {v} is None else " + _FLOAT + ")",
+    "Optional[bool]": "('null' if {v} is None else " + _BOOL + ")",
+}
+_INLINE.update({str: _STR, int: _INT, float: _FLOAT, bool: _BOOL})
+
+
+def _inline(annotation: Any, v: str) -> str:
+    try:
+        template = _INLINE.get(annotation)
+    except TypeError:  # an unhashable annotation
+        template = None
+    return (template or "_value({v})").format(v=v)
+
+
 def _generate(cls: type) -> Callable[[Any], str]:
     # cattrs unstructures an attrs instance to {field name: value} for every field, and
     # sort_keys orders them; we bake that order in, as one string expression. Fields
@@ -137,15 +161,10 @@ def _generate(cls: type) -> Callable[[Any], str]:
     parts = []
     for i, a in enumerate(fields):
         key = repr(("{" if i == 0 else ",") + json.dumps(a.name) + ":")
-        v = f"obj.{a.name}"
-        if a.type in (str, "str"):
-            parts.append(f"{key} + (_enc_str({v}) if {v}.__class__ is str else _value({v}))")
-        elif a.type in (int, "int"):
-            parts.append(f"{key} + (_int_repr({v}) if {v}.__class__ is int else _value({v}))")
-        else:
-            parts.append(f"{key} + _value({v})")
+        parts.append(f"{key} + {_inline(a.type, f'obj.{a.name}')}")
     src = "def _enc(obj):\n    return " + " + ".join(parts) + " + '}'\n"
-    ns: dict[str, Any] = {"_value": _value, "_enc_str": _enc_str, "_int_repr": int.__repr__}
+    ns: dict[str, Any] = {"_value": _value, "_enc_str": _enc_str, "_int_repr": int.__repr__,
+                          "_float_repr": float.__repr__}
     exec(compile(src, f"<fastcodec {cls.__qualname__}>", "exec"), ns)  # built from field names only
     return ns["_enc"]
 
