@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import attrs
 
@@ -146,6 +146,19 @@ class HFPolicy:
     # -- sampling --------------------------------------------------------------------------
     def encode_prompt(self, prompt: str) -> list[int]:
         return self.tokenizer.encode(prompt, add_bos=True)
+
+    def format_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
+        """A conversation as the prompt text: the tokenizer's chat template (with the
+        generation prompt) where it has one; plain contents joined by newlines otherwise."""
+        tok = getattr(self.tokenizer, "tok", None)
+        if tok is not None and getattr(tok, "chat_template", None):
+            return tok.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+        return "\n".join(str(m["content"]) for m in messages)
+
+    def chat(self, conversations: Sequence[Sequence[Mapping[str, str]]], params: SamplingParams, *,
+             generator: Any = None) -> list[list[Sample]]:
+        """The next assistant turn of each conversation (``params.n`` samples each)."""
+        return self.sample([self.format_chat(c) for c in conversations], params, generator=generator)
 
     def sample(self, prompts: Sequence[str], params: SamplingParams, *, generator: Any = None,
                chunk_size: int = 1024) -> list[list[Sample]]:

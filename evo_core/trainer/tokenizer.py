@@ -88,7 +88,9 @@ class HFTokenizer:
 
     def encode(self, text: str, *, add_bos: bool = False) -> list[int]:
         ids = list(self.tok.encode(text, add_special_tokens=False))
-        return [self.bos_id, *ids] if add_bos and self.bos_id >= 0 else ids
+        if add_bos and self.bos_id >= 0 and (not ids or ids[0] != self.bos_id):  # chat templates often add BOS
+            return [self.bos_id, *ids]
+        return ids
 
     def decode(self, ids: Sequence[int]) -> str:
         ids = list(ids)

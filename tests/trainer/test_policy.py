@@ -123,6 +123,13 @@ def test_hf_backend_with_a_transformers_tokenizer(tmp_path):
     assert len(out) == 2 and all(len(s.logprobs) == len(s.token_ids) for s in out)
     lp = pol.logprobs([out[0].prompt_ids], [out[0].token_ids])
     assert lp.requires_grad
+    fast.chat_template = "{% for m in messages %}{{ m['content'] }}={% endfor %}"
+    pol.tokenizer.tok.chat_template = fast.chat_template
+    assert pol.format_chat([{"role": "user", "content": "1+2"}]) == "1+2="
+    turns = pol.chat([[{"role": "user", "content": "1+2"}]], SamplingParams(n=2, max_new_tokens=2),
+                     generator=torch.Generator().manual_seed(0))
+    assert len(turns[0]) == 2 and turns[0][0].prompt == "1+2="
+    assert turns[0][0].prompt_ids[0] == 1  # BOS once
 
 
 def test_lora_adapter_trains_only_adapter_weights(tmp_path):
