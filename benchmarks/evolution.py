@@ -52,6 +52,27 @@ def run_seed(config: str, seed: int, store_url: str, overrides: list[str], timeo
     return new, wall, proc.stdout
 
 
+def finished_runs(store_url: str, seed: int) -> list[str]:
+    """Completed runs of ``seed`` in a store, when both harnesses finished there (else [])."""
+    from evo_core.store import open_store, run_stream
+    from evo_events import RunFinished, RunStarted
+
+    if store_url.startswith("sqlite:///") and not Path(store_url[len("sqlite:///"):]).exists():
+        return []
+    st = open_store(store_url)
+    try:
+        done: dict[str, str] = {}
+        for rid in st.runs():
+            evs = list(st.events(run_stream(rid)))
+            start = evs[0] if evs and isinstance(evs[0], RunStarted) else None
+            fin = [e for e in evs if isinstance(e, RunFinished) and e.status == "completed"]
+            if start is not None and start.seed == seed and fin:
+                done[start.harness_mode] = rid
+    finally:
+        st.close()
+    return list(done.values()) if {"fixed", "evolving"} <= set(done) else []
+
+
 def read_run(store_url: str, run_id: str, metric: Optional[str]) -> dict[str, Any]:
     from evo_core.harness.summary import rollout_hedge_rate, summarize_run
     from evo_core.store import open_store, run_stream
@@ -122,7 +143,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--config", default="configs/quickstart.toml")
-    ap.add_argument("--store", default=None, help="store URL (default: a fresh SQLite file in a temp dir)")
+    ap.add_argument("--store", default=None, help="one store URL for every seed (default: a fresh SQLite file in a temp dir)")
+    ap.add_argument("--store-dir", default=None,
+                    help="one SQLite store per seed, DIR/seed-S.sqlite; a seed whose store already holds finished "
+                         "fixed and evolving runs is read, not re-run")
+    ap.add_argument("--parallel", type=int, default=1, help="seeds to run at once (each in its own store)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override key=value")
     ap.add_argument("--metric", default=None, help="held-out metric (default: strict_accuracy)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per seed")
@@ -134,14 +159,32 @@ def main(argv: Optional[list[str]] = None) -> int:
         args.store = f"sqlite:///{tmp}/evolution.sqlite"
     rows = []
     t0 = time.perf_counter()
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
-        runs, wall, _ = run_seed(args.config, seed, args.store, args.overrides, args.timeout)
-        if not args.json:
-            print(f"seed {seed}: {len(runs)} run(s) in {wall:.0f}s", file=sys.stderr)
-        for run_id in runs:
-            rows.append(read_run(args.store, run_id, args.metric))
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    if args.store_dir or args.parallel > 1:
+        args.store_dir = args.store_dir or tempfile.mkdtemp(prefix="evo-evolution-")
+        Path(args.store_dir).mkdir(parents=True, exist_ok=True)
+        urls = {s: f"sqlite:///{Path(args.store_dir).resolve()}/seed-{s}.sqlite" for s in seeds}
+        todo = [s for s in seeds if not finished_runs(urls[s], s)]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as ex:
+            for seed, (runs, wall, _) in zip(todo, ex.map(lambda s: run_seed(args.config, s, urls[s], args.overrides,
+                                                                            args.timeout), todo)):
+                if not args.json:
+                    print(f"seed {seed}: {len(runs)} run(s) in {wall:.0f}s", file=sys.stderr)
+        for s in seeds:
+            for run_id in finished_runs(urls[s], s):
+                rows.append(read_run(urls[s], run_id, args.metric))
+        args.store = args.store_dir
+    else:
+        for seed in seeds:
+            runs, wall, _ = run_seed(args.config, seed, args.store, args.overrides, args.timeout)
+            if not args.json:
+                print(f"seed {seed}: {len(runs)} run(s) in {wall:.0f}s", file=sys.stderr)
+            for run_id in runs:
+                rows.append(read_run(args.store, run_id, args.metric))
     result = {"command": "python benchmarks/evolution.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "config": args.config, "seeds": list(range(args.first_seed, args.first_seed + args.seeds)),
+              "config": args.config, "overrides": args.overrides, "seeds": seeds,
               "store": args.store, "total_wall_s": time.perf_counter() - t0,
               "harnesses": aggregate(rows), "per_seed": verdicts(rows),
               "runs": [{k: v for k, v in r.items() if k not in ("promoted_interventions",)} for r in rows]}
