@@ -135,8 +135,11 @@ class Worker:
         self.isolation = {"warnings": []}
         self.host_net_fd = None
         self._lock_fd = None
-        self.uid = self._claim_uid()
-        self.gid = self.uid
+        if os.geteuid() == 0:
+            self.uid = self._claim_uid()
+            self.gid = self.uid
+        else:  # cannot switch users: run as ourselves (isolation degraded, and said so)
+            self.uid, self.gid = os.getuid(), os.getgid()
         self.root = os.path.join(cfg.get("root", "/tmp/evo-sandbox"), "w%d" % self.uid)
         shutil.rmtree(self.root, ignore_errors=True)  # a dead predecessor's leftovers (we hold the uid lock)
         os.makedirs(self.root, exist_ok=True)
@@ -250,8 +253,8 @@ class Worker:
             # an absolute command this (private) namespace cannot see: bind it per job
             or (os.path.isabs(argv0) and not os.path.exists(argv0))
         )
-        if self.priv_mnt_fd is None:
-            return self._run(job, self.root, per_job_mounts=bool(self.cfg.get("mountns", True) and os.geteuid() == 0))
+        if self.priv_mnt_fd is None:  # no private namespace (switched off or refused)
+            return self._run(job, self.root, per_job_mounts=self.isolation["mounts"] != "host")
         if not needs_host:
             try:
                 return self._run(job, self.priv_root, per_job_mounts=False)
@@ -435,7 +438,7 @@ class Worker:
         if lim.get("open_files"):
             n = int(lim["open_files"])
             resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
-        if lim.get("processes"):
+        if lim.get("processes") and os.geteuid() == 0:  # as a shared user it would count the host's processes too
             n = int(lim["processes"])
             resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
 

@@ -324,3 +324,10 @@ def test_workers_have_no_torch_loaded(local_sandbox):
             assert "libtorch" not in f.read()
     r = run(local_sandbox, "import sys\nprint('torch' in sys.modules)")
     assert r.stdout == "False\n"
+
+
+def test_namespaces_switched_off_still_runs_and_says_so():
+    with LocalSandbox(1, network_namespace=False, mount_namespace=False) as sb:
+        assert sb.isolation["network"] == "host" and sb.isolation["mounts"] == "host"
+        r = sb.run(RunRequest(code="import os\nprint(os.getuid() != 0)", hide_paths=("/srv",)))
+        assert r.ok and r.stdout == "True\n"
