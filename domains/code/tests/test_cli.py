@@ -44,3 +44,26 @@ def test_grade_code_bad_input_is_a_clear_error(tmp_path):
     assert r.returncode == 2 and "--row or --id" in r.stderr
     r = evo("grade", "code", "--problem", str(tmp_path / "nope.json"), "--solution", str(tmp_path / "s.py"))
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+def test_missing_domain_is_a_clear_error(capsys):
+    import pytest
+    import typer
+
+    from evo_core.cli.grade_cmds import _domain_fn
+
+    with pytest.raises(typer.Exit) as ei:
+        _domain_fn("evo_not_installed_xyz.grading", "evo-plugin-xyz", "xyz")
+    assert ei.value.exit_code == 2
+    assert "not installed" in capsys.readouterr().err
+
+
+def test_grade_math_and_swe_delegate(tmp_path):
+    import pytest
+
+    pytest.importorskip("evo_math.grading")
+    r = evo("grade", "math", "--gold", "42", "--response", "The answer is \\boxed{42}.")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["reward"] == 1.0
+    r = evo("grade", "swe", "--task", str(tmp_path / "missing.json"), "--patch", str(tmp_path / "p.diff"))
+    assert r.returncode == 2 and "no such file" in r.stderr
