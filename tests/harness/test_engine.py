@@ -215,3 +215,10 @@ def test_a_resumed_harness_rebuilds_window_and_ledger_from_the_log(pm):
     assert set(h._rejected) == rejected and rejected
     assert {r.step for r in h.window.rollouts()} == set(range(21, 31))
     assert h.window.evals and h.main_eval is not None
+
+
+def test_policy_gate_cadence(pm):
+    store = open_store("memory://")
+    rid, _, _ = run_sim(store, pm, mode="fixed", steps=40, seed=11, harness={"policy_gate_every": 20})
+    steps = [e.step for e in of(events(store, rid), Promoted) + of(events(store, rid), Rejected) if e.subject == "policy"]
+    assert steps == [20, 40]
