@@ -60,7 +60,7 @@ def test_call_based_outcomes(grader, problems):
 
 
 def test_time_limit_calibrated_from_reference(sandbox, problems):
-    g = CodeGrader(sandbox, GradeConfig(k_reference=5.0, min_time_limit_s=1.0, default_time_limit_s=7.0))
+    g = CodeGrader(sandbox, GradeConfig(k_reference=5.0, min_time_limit_s=1.0, max_time_limit_s=2.0, default_time_limit_s=7.0))
     tl, source = g.time_limit(problems["taco-sum"])
     assert source == "reference" and tl >= 1.0
     assert g.time_limit(problems["abc001_a"]) == (7.0, "default")  # no reference: default
