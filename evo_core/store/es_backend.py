@@ -114,7 +114,6 @@ class EsBackend:
         self.rec = recorder
         self.snapshot_recorder = snapshot_recorder
         self._names: dict[str, str] = {}  # originator id hex -> stream name
-        self._lock = threading.Lock()
 
     # writing
     def append_batch(self, batch: EncodedBatch) -> AppendResult:
@@ -122,9 +121,9 @@ class EsBackend:
         return self.append_chunks(batch.stream, batch.expected_version, len(batch), iter([chunk]))
 
     def append_chunks(self, stream: str, expected_version: int, size: int, chunks: Iterator[tuple]) -> AppendResult:
-        """Append one batch handed over as encoded chunks (parallel lists). The chunks are
-        produced lazily by the facade, so on SQLite the database work of one chunk overlaps
-        the encoding of the next; it is still one transaction."""
+        """Append one batch handed over as encoded chunks (parallel lists), in one
+        transaction. The chunks are produced lazily by the facade, so with SQLite's
+        ``?pipeline=1`` the database work of one chunk overlaps the encoding of the next."""
         now = time.time()
         ts = b"%.6f" % now
         oid = stream_uuid(stream)
@@ -480,13 +479,32 @@ def open_postgres_backend(*, url: str, dbname: str, host: str, port: int, user: 
                                "pip install 'evotrainer[postgres]'") from None
 
     # Fail fast with one clear line (the library's pool would retry for a long time).
+    # Many processes open the same store at once (workers of one run), and PostgreSQL DDL
+    # (CREATE SCHEMA IF NOT EXISTS, CREATE OR REPLACE FUNCTION) fails when run concurrently,
+    # so this connection holds an advisory lock until the tables exist.
     try:
-        with psycopg.connect(dbname=dbname, host=host, port=port, user=user, password=password or None,
-                             connect_timeout=max(1, int(connect_timeout)), autocommit=True) as conn:
-            conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(schema)))
+        lock_conn = psycopg.connect(dbname=dbname, host=host, port=port, user=user, password=password or None,
+                                    connect_timeout=max(1, int(connect_timeout)), autocommit=True)
     except psycopg.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StoreUnavailable(f"cannot reach PostgreSQL at {host}:{port}/{dbname}: {first}") from None
+    try:
+        lock_conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"evo-store:{schema}.{table}",))
+        lock_conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(schema)))
+        return _open_postgres_locked(url=url, dbname=dbname, host=host, port=port, user=user, password=password,
+                                     schema=schema, table=table, connect_timeout=connect_timeout,
+                                     pool_size=pool_size)
+    except psycopg.Error as exc:
+        raise StoreUnavailable(f"{url}: cannot prepare the event tables: {exc}") from None
+    finally:
+        lock_conn.close()  # releases the advisory lock
+
+
+def _open_postgres_locked(*, url: str, dbname: str, host: str, port: int, user: str, password: str, schema: str,
+                          table: str, connect_timeout: float, pool_size: int):
+    from psycopg.sql import SQL, Identifier
+
+    from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder, PostgresDatastore
 
     ident = Identifier(schema)
 

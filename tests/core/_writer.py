@@ -24,7 +24,7 @@ def race(url: str, stream: str, name: str, d: str) -> None:
     store = open_store(url)
     v = store.stream_version(stream)
     Path(d, f"{name}.ready").touch()
-    deadline = time.time() + 60
+    deadline = time.time() + 300
     while not Path(d, "go").exists():
         if time.time() > deadline:
             print("timeout")

@@ -144,3 +144,14 @@ def test_pipelined_sqlite_append_is_one_transaction(tmp_path):
                                                                [f"id{i}" for i in range(900)])]))
     assert store.stream_version(stream) == n and store.verify().ok
     store.close()
+
+
+def test_only_one_module_imports_eventsourcing():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    pat = re.compile(r"^\s*(from|import)\s+eventsourcing\b", re.M)
+    hits = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                  if ".venv" not in p.parts and "site-packages" not in p.parts and pat.search(p.read_text(errors="replace")))
+    assert hits == ["evo_core/store/es_backend.py"]
