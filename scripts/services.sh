@@ -14,10 +14,12 @@ if ! pg_up; then
   fi
   echo "services: PostgreSQL not reachable; its tests will be skipped (set CI=true to make that an error)" >&2
 fi
-if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
-  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) >/dev/null 2>&1 \
-      || echo "services: could not install chromium; the browser test will report it" >&2
-  fi
+# Debian packages the tests use: chromium (report browser test), bubblewrap (sandbox backend).
+need=()
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null) >/dev/null 2>&1 \
+    || echo "services: could not install ${need[*]}; the tests that need them will say so" >&2
 fi
 exit 0
