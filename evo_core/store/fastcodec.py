@@ -147,6 +147,13 @@ def _inline(annotation: Any, v: str) -> str:
         template = _INLINE.get(annotation)
     except TypeError:  # an unhashable annotation
         template = None
+    if template is None and isinstance(annotation, str):
+        if annotation.startswith(("tuple[", "list[")):
+            template = "('[]' if not {v} and {v}.__class__ in (tuple, list) else _value({v}))"
+        elif annotation.startswith("dict["):
+            template = "('{{}}' if not {v} and {v}.__class__ is dict else _value({v}))"
+        elif annotation.startswith("Optional["):
+            template = "('null' if {v} is None else _value({v}))"
     return (template or "_value({v})").format(v=v)
 
 

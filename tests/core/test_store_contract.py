@@ -155,3 +155,17 @@ def test_only_one_module_imports_eventsourcing():
     hits = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                   if ".venv" not in p.parts and "site-packages" not in p.parts and pat.search(p.read_text(errors="replace")))
     assert hits == ["evo_core/store/es_backend.py"]
+
+
+def test_follow_sees_new_events_in_global_order(store):
+    store.append("run-a", _steps("a", 2), expected_version=0)
+    start = store.backend.max_position()
+    store.append("run-b", _steps("b", 2), expected_version=0)
+    store.append("run-a", _steps("a", 1, 3), expected_version=2)
+    seen = []
+    polls = iter(range(3))
+    for rec in store.follow(start, poll_interval=0.01, stop=lambda: next(polls, None) is None):
+        seen.append((rec.stream, rec.version))
+    assert seen == [("run-b", 1), ("run-b", 2), ("run-a", 3)]
+    only_a = [r.version for r in store.follow(0, poll_interval=0.01, stop=lambda: True, stream="run-a")]
+    assert only_a == [1, 2, 3]
