@@ -646,6 +646,13 @@ class HarnessEngine:
         figures = {"candidate_strict": strict_metric(ev, metric), "main_strict": strict_metric(self.main_eval, metric),
                    "train_reward": train_reward, "main_train_reward": self.main_train_reward,
                    "main_policy_version": self.main_eval.policy_version if self.main_eval else None}
+        # What a rejection does to training: "veto" (default, evolving) puts the main line back
+        # only when a validity veto fired — an invalid branch is never continued; "reject" also
+        # after a plain score drop; "never" (default, fixed: a static recipe trains one line and
+        # only picks which checkpoints to ship) leaves training alone.
+        restore_on = (self.config.gates.get("policy") or {}).get("restore_on") or ("veto" if self.config.evolving else "never")
+        vetoed = any(d.veto for d in decisions if not d.abstain)
+        figures["restore_on"] = restore_on
         accepted = self._decide(ctx, cand, decisions, caused_by=(ev.event_id,) + tuple(d.event_id for d in self.active_diagnoses),
                                 figures=figures)
         self.last_gate_step = ctx.step
@@ -656,8 +663,9 @@ class HarnessEngine:
                 ok, snap = self._guard(ctx, "session", "checkpoint", ctx.session.checkpoint)
                 if ok:
                     self.main_snapshot = snap
-        elif ctx.session is not None and self.main_snapshot is not None:
-            # the main line stays: training continues from the last promoted checkpoint
+        elif ctx.session is not None and self.main_snapshot is not None and (
+                restore_on == "reject" or (restore_on == "veto" and vetoed)):
+            # the main line stays, and training continues from it
             self._guard(ctx, "session", "restore", lambda: ctx.session.restore(self.main_snapshot))
 
 

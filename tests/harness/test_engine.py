@@ -222,3 +222,15 @@ def test_policy_gate_cadence(pm):
     rid, _, _ = run_sim(store, pm, mode="fixed", steps=40, seed=11, harness={"policy_gate_every": 20})
     steps = [e.step for e in of(events(store, rid), Promoted) + of(events(store, rid), Rejected) if e.subject == "policy"]
     assert steps == [20, 40]
+
+
+def test_restore_policy_on_rejection(pm):
+    # fixed: a static recipe never touches training, even when its gate rejects
+    store = open_store("memory://")
+    _, _, sess = run_sim(store, pm, mode="fixed", steps=30, seed=12, harness={"gates": {"policy": {"reward_tolerance": -1.0}}})
+    assert sess.restores == 0
+    # evolving, "reject": every rejection puts the main line back
+    _, state, sess2 = run_sim(store, pm, mode="evolving", steps=30, seed=13, run_id="rej",
+                              harness={"gates": {"validity": {}, "statistical": {}, "policy": {"restore_on": "reject", "tolerance": -1.0}}})
+    rejected = [e for e in of(events(store, "rej"), Rejected) if e.subject == "policy"]
+    assert rejected and sess2.restores == len(rejected)

@@ -95,7 +95,7 @@ class StatisticalGate:
 class PolicyGate:
     name, version = "policy", "1"
     subjects = ("policy",)
-    default_params = {"metric": None, "tolerance": 0.0, "trust": None, "reward_tolerance": 0.02}
+    default_params = {"metric": None, "tolerance": 0.0, "trust": None, "reward_tolerance": 0.02, "restore_on": None}
 
     def decide(self, cand: Candidate, ctx: GateContext, params: Mapping[str, Any]) -> GateDecision:
         p = {**self.default_params, **dict(params or {})}
