@@ -59,6 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--eval-every", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: the config's)")
     ap.add_argument("--from-store", default=None)
     ap.add_argument("--run", default=None)
     ap.add_argument("--svg", default=None)
@@ -80,7 +81,7 @@ def main(argv=None) -> int:
         cfg = load_config(args.config, [
             f"task.options.verifier={args.verifier}", f"run.steps={args.steps}", f"run.eval_every={args.eval_every}",
             f"run.seed={args.seed}", f"run.checkpoint_dir='{tempfile.mkdtemp()}'",
-        ]).for_harness("fixed")
+        ] + ([f"run.threads={args.threads}"] if args.threads else [])).for_harness("fixed")
         store = open_store("memory://")
         loop = RunLoop(cfg, store, harness=NoopHarness())
         loop.start()

@@ -236,8 +236,8 @@ class RunLoop:
         self.version = 0
         self.stream = ""
         self.run_id = ""
-        self.timings = {"compute": 0.0, "events": 0.0, "blobs": 0.0, "append": 0.0, "checkpoint": 0.0,
-                        "harness": 0.0, "eval": 0.0}
+        self.timings = {"compute": 0.0, "events": 0.0, "blobs": 0.0, "append": 0.0, "observe": 0.0,
+                        "digest": 0.0, "checkpoint": 0.0, "harness": 0.0, "eval": 0.0}
         self.sinks: list[Any] = []
         self.last_eval: dict[str, Any] = {}
 
@@ -250,8 +250,10 @@ class RunLoop:
         for ev in events:
             self.version += 1
             apply(self.state, ev, self.version)
-        self.timings["append"] += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.timings["append"] += t1 - t0
         self._observe(events)
+        self.timings["observe"] += time.perf_counter() - t1
 
     def _observe(self, events: Sequence[Event]) -> None:
         failures: list[Event] = []
@@ -482,8 +484,11 @@ class RunLoop:
                                 emitted_by=TRAINER)
         batch: list[Event] = [*rollouts, step_ev]
         if res.updated:
+            td = time.perf_counter()
+            digest = self.session.policy.digest()
+            self.timings["digest"] += time.perf_counter() - td
             batch.append(PolicyUpdated(run_id=self.run_id, step=res.step, policy_version=res.policy_version,
-                                       digest=self.session.policy.digest(), checkpoint=self._weights_blob(),
+                                       digest=digest, checkpoint=self._weights_blob(),
                                        caused_by=(step_ev.event_id,), emitted_by=TRAINER))
         batch += self._plugin_failed(res.failures, res.step)
         evals = []
