@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
 from rich.console import Console
@@ -9,11 +10,13 @@ from rich.console import Console
 from evo_core.audit.chain import AuditChain, AuditReport
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: Any, depth: int = 0) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, dict):
-        return ", ".join(f"{k}={_fmt(x)}" for k, x in v.items())
+        if depth:  # nested tables (a gate's per-gate figures) stay readable as compact JSON
+            return json.dumps(v, sort_keys=True, default=str, separators=(",", ":"))[:200]
+        return ", ".join(f"{k}={_fmt(x, 1)}" for k, x in v.items())
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
     return "–" if v is None else str(v)
