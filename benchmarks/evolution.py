@@ -73,6 +73,31 @@ def finished_runs(store_url: str, seed: int) -> list[str]:
     return list(done.values()) if {"fixed", "evolving"} <= set(done) else []
 
 
+def seed_runs(store_dir: str, seed: int) -> list[tuple[str, str]]:
+    """(store URL, run id) of the finished fixed and evolving runs of ``seed`` in DIR/seed-S.sqlite
+    or DIR/seed-S-*.sqlite (a harness re-run into its own file wins over an earlier one); []
+    unless both harnesses finished."""
+    found: dict[str, tuple[str, str]] = {}
+    files = [Path(store_dir) / f"seed-{seed}.sqlite"] + sorted(Path(store_dir).glob(f"seed-{seed}-*.sqlite"))
+    for f in files:
+        if not f.exists():
+            continue
+        url = f"sqlite:///{f.resolve()}"
+        from evo_core.store import open_store, run_stream
+        from evo_events import RunFinished, RunStarted
+
+        st = open_store(url)
+        try:
+            for rid in st.runs():
+                evs = list(st.events(run_stream(rid)))
+                if evs and isinstance(evs[0], RunStarted) and evs[0].seed == seed and any(
+                        isinstance(e, RunFinished) and e.status == "completed" for e in evs):
+                    found[evs[0].harness_mode] = (url, rid)
+        finally:
+            st.close()
+    return list(found.values()) if {"fixed", "evolving"} <= set(found) else []
+
+
 def read_run(store_url: str, run_id: str, metric: Optional[str]) -> dict[str, Any]:
     from evo_core.harness.summary import rollout_hedge_rate, summarize_run
     from evo_core.store import open_store, run_stream
@@ -164,7 +189,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         args.store_dir = args.store_dir or tempfile.mkdtemp(prefix="evo-evolution-")
         Path(args.store_dir).mkdir(parents=True, exist_ok=True)
         urls = {s: f"sqlite:///{Path(args.store_dir).resolve()}/seed-{s}.sqlite" for s in seeds}
-        todo = [s for s in seeds if not finished_runs(urls[s], s)]
+        todo = [s for s in seeds if not seed_runs(args.store_dir, s)]
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as ex:
@@ -173,8 +198,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                 if not args.json:
                     print(f"seed {seed}: {len(runs)} run(s) in {wall:.0f}s", file=sys.stderr)
         for s in seeds:
-            for run_id in finished_runs(urls[s], s):
-                rows.append(read_run(urls[s], run_id, args.metric))
+            for url, run_id in seed_runs(args.store_dir, s):
+                rows.append(read_run(url, run_id, args.metric))
         args.store = args.store_dir
     else:
         for seed in seeds:

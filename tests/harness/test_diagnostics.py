@@ -108,9 +108,11 @@ def _steps(rewards):
 def test_reward_heldout_divergence():
     w = win([mk(0)], steps=_steps([0.6, 0.7, 0.8, 0.9]), evals=_evals([0.6, 0.5, 0.4, 0.3]))
     assert kinds("reward_heldout_divergence", w) == {("reward_heldout_divergence", "invalid")}
+    noise = win([mk(0)], steps=_steps([0.6, 0.61, 0.6, 0.62]), evals=_evals([0.6, 0.59, 0.61, 0.59]))
+    assert not kinds("reward_heldout_divergence", noise)  # a 1-point wobble is not a divergence
     both_up = win([mk(0)], steps=_steps([0.6, 0.7, 0.8, 0.9]), evals=_evals([0.6, 0.65, 0.7, 0.75]))
     assert not kinds("reward_heldout_divergence", both_up)
-    assert not kinds("reward_heldout_divergence", win([mk(0)], steps=_steps([0.6, 0.9]), evals=_evals([0.6, 0.3])))
+    assert not kinds("reward_heldout_divergence", win([mk(0)], steps=_steps([0.6, 0.9]), evals=_evals([0.6, 0.3, 0.2])))
 
 
 def test_tool_errors_and_avoidance():

@@ -217,27 +217,31 @@ class RewardOracleGap(BaseDiagnostic):
 
 
 class RewardHeldoutDivergence(BaseDiagnostic):
-    """Training reward rising while held-out strict accuracy falls."""
+    """Training reward rising while held-out strict accuracy falls, by more than noise:
+    over the last evals, the fitted held-out drop exceeds ``min_heldout_drop`` while the
+    fitted training-reward change is at least ``min_reward_rise``."""
 
-    name, version, kinds = "reward_heldout_divergence", "1", ("reward_heldout_divergence",)
-    default_params = {"reward_metric": "reward_mean", "heldout_metric": "strict_accuracy", "min_evals": 3,
-                      "min_reward_slope": 0.0, "max_heldout_slope": 0.0}
+    name, version, kinds = "reward_heldout_divergence", "2", ("reward_heldout_divergence",)
+    default_params = {"reward_metric": "reward_mean", "heldout_metric": "strict_accuracy", "min_evals": 4,
+                      "max_evals": 8, "min_reward_rise": 0.0, "min_heldout_drop": 0.05}
 
     def measurements(self, window, p):
         evals = [e for e in window.evals if e.branch == "main" and e.split != "train"
-                 and isinstance(e.metrics.get(p["heldout_metric"]), (int, float))][-p["min_evals"] * 2:]
+                 and isinstance(e.metrics.get(p["heldout_metric"]), (int, float))][-p["max_evals"]:]
         steps = [s for s in window.steps if isinstance(s.metrics.get(p["reward_metric"]), (int, float))]
         if len(evals) < p["min_evals"] or len(steps) < 3:
             return [Measurement(None, len(evals), False)]
         first = evals[0].step
-        steps = [s for s in steps if s.step >= first]
+        steps = [s for s in steps if s.step >= first] or steps
         rs = slope([float(s.step) for s in steps], [float(s.metrics[p["reward_metric"]]) for s in steps])
         hs = slope([float(e.step) for e in evals], [float(e.metrics[p["heldout_metric"]]) for e in evals])
-        fired = rs is not None and hs is not None and rs > p["min_reward_slope"] and hs < p["max_heldout_slope"]
-        gap = (rs - hs) if (rs is not None and hs is not None) else None
-        return [Measurement(gap, len(evals), fired, "invalid", tuple(e.event_id for e in evals),
-                            {"reward_slope": rs, "heldout_slope": hs},
-                            message=f"train reward slope {rs or 0:+.4f}/step vs held-out slope {hs or 0:+.4f}/step")]
+        span = float(evals[-1].step - evals[0].step) or 1.0
+        rise = rs * span if rs is not None else None
+        drop = -hs * span if hs is not None else None
+        fired = rise is not None and drop is not None and rise >= p["min_reward_rise"] and drop > p["min_heldout_drop"]
+        return [Measurement(drop, len(evals), fired, "invalid", tuple(e.event_id for e in evals),
+                            {"reward_change": rise, "heldout_drop": drop, "threshold": p["min_heldout_drop"], "span_steps": span},
+                            message=f"over {span:.0f} steps: train reward {rise or 0:+.3f}, held-out strict {-(drop or 0):+.3f}")]
 
 
 class ToolErrors(BaseDiagnostic):
