@@ -124,6 +124,7 @@ class RLSection:
     scale_rewards: Optional[bool] = None  # divide advantages by the group std; None: by algorithm
     loss_agg: str = ""  # seq_mean_token_mean | token_mean | seq_mean_token_sum_norm; "": by algorithm
     dynamic_sampling: Optional[bool] = None  # drop zero-variance groups; None: by algorithm (dapo: on)
+    dynamic_sampling_rounds: int = 0  # extra sampling rounds to refill the batch with informative groups
     overlong: str = "none"  # none | filter (mask truncated) | soft (DAPO soft penalty)
     overlong_buffer: int = 2  # tokens before the limit where the soft penalty ramps in
     overlong_penalty: float = 1.0

@@ -172,12 +172,59 @@ class RLSession:
         # 3. hyperparameters (before choosing tasks: prompts_per_step may change)
         hp = self._hyperparameters(state, step)
         chosen = [self.train_tasks[i] for i in self.cursor.take(int(hp["prompts_per_step"]), weights, self.rng)]
-        # 2. prompt hints
+        items, samples, rollout_time = self._collect(chosen, hp, state, step, 0)
+        # DAPO dynamic sampling with refill: sample more groups until the batch holds
+        # ``prompts_per_step`` groups with a learning signal (or the rounds run out)
+        rounds = 0
+        target = len(chosen)
+        if hp["dynamic_sampling"] and self.rl.dynamic_sampling_rounds > 0:
+            while rounds < self.rl.dynamic_sampling_rounds:
+                have = len(_informative_groups(items))
+                if have >= target:
+                    break
+                rounds += 1
+                extra = [self.train_tasks[i] for i in self.cursor.take(target - have, weights, self.rng)]
+                n_groups = len({it.group_id for it in items})
+                more_items, more_samples, t_more = self._collect(extra, hp, state, step, n_groups)
+                items += more_items
+                samples += more_samples
+                rollout_time += t_more
+        # 6. advantages
+        valid = [it.mask and it.reward is not None for it in items]
+        adv, zero_var = group_advantages([it.reward for it in items], [it.group_id for it in items], valid,
+                                         scale=self.scale_rewards)
+        if hp["dynamic_sampling"]:
+            keep = _informative_groups(items)[:target] if rounds else None  # a refilled batch is trimmed to size
+            for i, it in enumerate(items):
+                if it.group_id in zero_var or (keep is not None and it.group_id not in keep):
+                    adv[i] = None
+        # 7. update
+        settings = attrs.evolve(self.loss_settings, clip_low=float(hp["clip_low"]), clip_high=float(hp["clip_high"]),
+                                kl_coef=float(hp["kl_coef"]), norm_len=int(hp["max_new_tokens"]))
+        lr = float(hp["lr"]) * float(hp["lr_scale"])
+        lr = self.lr_at(step, lr)
+        upd = self._update(samples, adv, settings, lr)
+        self.step = step
+        if upd["updated"]:
+            self.max_version += 1
+            self.policy_version = self.max_version
+        extra = [{"advantage": a, "reward_final": it.reward, "entropy": upd["entropy_by_item"].get(i)}
+                 for i, (it, a) in enumerate(zip(items, adv))]
+        metrics = self._metrics(items, samples, adv, zero_var, upd, rollout_time, lr)
+        metrics["step_time_s"] = time.perf_counter() - t0
+        metrics["dynamic_sampling_rounds"] = float(rounds)
+        failures = list(self.plugins.failures[fail_start:]) if self.plugins is not None else []
+        return StepResult(step=step, policy_version=self.policy_version, items=items, samples=samples, extra=extra,
+                          metrics=metrics, hyperparameters=hp, failures=failures, updated=upd["updated"])
+
+    def _collect(self, chosen: list[Task], hp: dict[str, Any], state: Any, step: int,
+                 group_offset: int) -> tuple[list[RolloutItem], list[Sample], float]:
+        """Prompt hints, sampling, verification, the audit, then the reward and filter hooks
+        (once per call: a refill round is its own ``RolloutBatch``)."""
         prompts = []
         for t in chosen:
             hints = [h for h in self._call("evo_prompt_hint", task=t, state=state) if h]
             prompts.append(("\n".join(hints) + "\n" + t.prompt) if hints else t.prompt)
-        # 4. sampling and verification
         G = int(hp["group_size"])
         params = SamplingParams(n=G, temperature=float(hp["temperature"]), top_p=float(hp["top_p"]),
                                 max_new_tokens=int(hp["max_new_tokens"]), stop=tuple(hp["stop"]))
@@ -187,15 +234,15 @@ class RLSession:
         items: list[RolloutItem] = []
         samples: list[Sample] = []
         for gi, (task, group) in enumerate(zip(chosen, groups)):
-            gid = f"s{step}g{gi}"
-            for si, s in enumerate(group):
+            gid = f"s{step}g{group_offset + gi}"
+            for s in group:
                 comp = Completion(text=s.text, truncated=s.truncated, n_tokens=len(s.token_ids))
                 verdict = self._grade(self.domain.verify, task, comp)
                 items.append(RolloutItem(rollout_id=uuid.uuid4().hex, group_id=gid, task=task, completion=comp,
                                          verdict=verdict, reward=verdict.reward, mask=verdict.reward is not None))
                 samples.append(s)
         self._audit(items)
-        # 5. reward transforms and filters (interventions act here)
+        # reward transforms and filters (interventions act here)
         batch = RolloutBatch(step=step, items=items, hyperparameters=hp)
         raw = [it.reward for it in items]
         self._call("evo_transform_rewards", batch=batch, state=state)
@@ -212,31 +259,7 @@ class RLSession:
                 if it.reward is not None:
                     it.reward += overlong_penalty(len(s.token_ids), int(hp["max_new_tokens"]),
                                                   int(hp["overlong_buffer"]), float(hp["overlong_penalty"]))
-        # 6. advantages
-        valid = [it.mask and it.reward is not None for it in items]
-        adv, zero_var = group_advantages([it.reward for it in items], [it.group_id for it in items], valid,
-                                         scale=self.scale_rewards)
-        if hp["dynamic_sampling"]:
-            for i, it in enumerate(items):
-                if it.group_id in zero_var:
-                    adv[i] = None
-        # 7. update
-        settings = attrs.evolve(self.loss_settings, clip_low=float(hp["clip_low"]), clip_high=float(hp["clip_high"]),
-                                kl_coef=float(hp["kl_coef"]), norm_len=int(hp["max_new_tokens"]))
-        lr = float(hp["lr"]) * float(hp["lr_scale"])
-        lr = self.lr_at(step, lr)
-        upd = self._update(samples, adv, settings, lr)
-        self.step = step
-        if upd["updated"]:
-            self.max_version += 1
-            self.policy_version = self.max_version
-        extra = [{"advantage": a, "reward_final": it.reward, "entropy": upd["entropy_by_item"].get(i)}
-                 for i, (it, a) in enumerate(zip(items, adv))]
-        metrics = self._metrics(items, samples, adv, zero_var, upd, rollout_time, lr)
-        metrics["step_time_s"] = time.perf_counter() - t0
-        failures = list(self.plugins.failures[fail_start:]) if self.plugins is not None else []
-        return StepResult(step=step, policy_version=self.policy_version, items=items, samples=samples, extra=extra,
-                          metrics=metrics, hyperparameters=hp, failures=failures, updated=upd["updated"])
+        return items, samples, rollout_time
 
     def _grade(self, fn: Any, task: Task, comp: Completion) -> Verdict:
         try:
@@ -446,6 +469,16 @@ class RLSession:
         self.step, self.policy_version, self.max_version = d["step"], d["policy_version"], d["max_version"]
         self.ref_state = d.get("ref_state")
         self._ref_policy = None
+
+
+def _informative_groups(items: Sequence[RolloutItem]) -> list[str]:
+    """Groups (in order) whose valid rewards are not all equal: they carry a learning signal."""
+    rewards: dict[str, list[float]] = {}
+    for it in items:
+        rewards.setdefault(it.group_id, [])
+        if it.mask and it.reward is not None:
+            rewards[it.group_id].append(float(it.reward))
+    return [g for g, rs in rewards.items() if len(rs) > 1 and any(r != rs[0] for r in rs)]
 
 
 def _pad(t: Any, T: int) -> Any:

@@ -157,3 +157,25 @@ def test_evaluate_is_seeded_and_leaves_training_rng_alone(tiny_cfg):
     assert e1.item_scores == e2.item_scores and e1.n == 20
     assert torch.equal(session.gen.get_state(), g)
     assert {"strict_accuracy", "strict_accuracy_greedy", "train_reward", "hedge_rate"} <= set(e1.metrics)
+
+
+class SomeTasksPay:
+    """Only groups of tasks whose first operand is 1 mod 4 carry a learning signal."""
+
+    @hookimpl
+    def evo_transform_rewards(self, batch, state):
+        seen = set()
+        for it in batch.items:
+            first = it.group_id not in seen
+            seen.add(it.group_id)
+            it.reward = 1.0 if (first and it.task.meta["a"] % 4 == 1) else 0.0
+
+
+def test_dapo_refill_samples_until_the_batch_is_informative(tiny_cfg):
+    session, _ = build_session(tiny_cfg(rl={"algorithm": "dapo", "dynamic_sampling_rounds": 8}), _pm(SomeTasksPay()))
+    res = session.rl_step(HarnessState())
+    trained = {it.group_id for it, e in zip(res.items, res.extra) if e["advantage"] is not None}
+    assert len(trained) == 4  # prompts_per_step informative groups, trimmed to size
+    assert all(it.task.meta["a"] % 4 == 1 for it in res.items if it.group_id in trained)
+    assert res.metrics["dynamic_sampling_rounds"] >= 1
+    assert len({it.group_id for it in res.items}) > 4  # the extra groups are kept as evidence
