@@ -165,9 +165,18 @@ def build_session(cfg: RunConfig, plugins: PluginManager, *, sft: bool = True,
         sft_info = warm_start(policy, domain, train, cfg.sft, seed=cfg.run.seed, key_parts=key_parts,
                               on_step=on_sft_step)
     audit = dict(cfg.harness.get("audit") or {})
+    engine = None
+    if cfg.rollout:  # an HTTP (vLLM/SGLang/evo serve) or vLLM engine instead of sampling in process
+        from evo_core.trainer.engine_factory import build_rollout_engine
+
+        try:
+            engine = build_rollout_engine(cfg.rollout, policy)
+        except ValueError as exc:
+            raise RunError(str(exc)) from None
     session = RLSession(policy=policy, domain=domain, train_tasks=train, heldout_tasks=held, rl=cfg.rl,
                         eval_cfg=cfg.eval, seed=cfg.run.seed, total_steps=cfg.run.steps, plugins=plugins,
-                        audit_rate=float(audit.get("rate", 1.0)), audit_min=int(audit.get("min_per_step", 0)))
+                        audit_rate=float(audit.get("rate", 1.0)), audit_min=int(audit.get("min_per_step", 0)),
+                        engine=engine)
     session.domain_plugin = domain_plugin  # type: ignore[attr-defined]
     return session, sft_info
 
@@ -296,6 +305,9 @@ class RunLoop:
                                          started_at=_now(), emitted_by=TRAINER)]
         first.append(PolicyUpdated(run_id=self.run_id, step=0, policy_version=0, digest=self.session.policy.digest(),
                                    checkpoint=self._weights_blob(), emitted_by=TRAINER))
+        synced = self.session.sync_engine()  # the server must sample from the SFT start, not its base model
+        if synced:
+            first.append(self._synced_event(0, synced))
         evals = []
         if self.cfg.run.eval_at_start:
             from evo_core.trainer.session import VerifierFailed
@@ -338,7 +350,11 @@ class RunLoop:
         self.version = len(events)
         self.start_evals = []
         self._begin()
-        self._append([RunResumed(run_id=run_id, from_step=committed, resumed_at=_now(), emitted_by=TRAINER)])
+        resumed: list[Event] = [RunResumed(run_id=run_id, from_step=committed, resumed_at=_now(), emitted_by=TRAINER)]
+        synced = self.session.sync_engine()
+        if synced:
+            resumed.append(self._synced_event(committed, synced))
+        self._append(resumed)
         log.info("run resumed", run_id=run_id, from_step=committed)
 
     def _begin(self) -> None:
@@ -366,6 +382,14 @@ class RunLoop:
         buf = io.BytesIO()
         torch.save(self.session.policy.state_dict(), buf)
         return self.store.blobs.put(buf.getvalue(), "application/x-torch-state-dict")
+
+    def _synced_event(self, step: int, synced: Any) -> PolicyUpdated:
+        """A weight sync to the rollout server, as ``PolicyUpdated(target=<server>)``."""
+        return PolicyUpdated(run_id=self.run_id, step=step, policy_version=self.session.policy_version,
+                             digest=str(synced.get("digest") or self.session.policy.digest()),
+                             adapter=synced.get("kind") == "lora",
+                             target=str(synced.get("target") or synced.get("name") or "rollout-server"),
+                             emitted_by=TRAINER)
 
     def _eval_event(self, step: int) -> EvalCompleted:
         t0 = time.perf_counter()
@@ -490,6 +514,8 @@ class RunLoop:
             batch.append(PolicyUpdated(run_id=self.run_id, step=res.step, policy_version=res.policy_version,
                                        digest=digest, checkpoint=self._weights_blob(),
                                        caused_by=(step_ev.event_id,), emitted_by=TRAINER))
+        if res.synced:
+            batch.append(self._synced_event(res.step, res.synced))
         batch += self._plugin_failed(res.failures, res.step)
         evals = []
         if res.step % self.cfg.run.eval_every == 0 or res.step == self.cfg.run.steps:

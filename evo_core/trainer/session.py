@@ -77,6 +77,7 @@ class StepResult:
     hyperparameters: dict[str, Any]
     failures: list[Any]
     updated: bool
+    synced: Optional[Mapping[str, Any]] = None  # what the rollout engine reported after a weight sync
 
 
 def _mean(xs: Sequence[float]) -> Optional[float]:
@@ -205,9 +206,11 @@ class RLSession:
         lr = self.lr_at(step, lr)
         upd = self._update(samples, adv, settings, lr)
         self.step = step
+        synced = None
         if upd["updated"]:
             self.max_version += 1
             self.policy_version = self.max_version
+            synced = self.sync_engine()
         extra = [{"advantage": a, "reward_final": it.reward, "entropy": upd["entropy_by_item"].get(i)}
                  for i, (it, a) in enumerate(zip(items, adv))]
         metrics = self._metrics(items, samples, adv, zero_var, upd, rollout_time, lr)
@@ -215,7 +218,13 @@ class RLSession:
         metrics["dynamic_sampling_rounds"] = float(rounds)
         failures = list(self.plugins.failures[fail_start:]) if self.plugins is not None else []
         return StepResult(step=step, policy_version=self.policy_version, items=items, samples=samples, extra=extra,
-                          metrics=metrics, hyperparameters=hp, failures=failures, updated=upd["updated"])
+                          metrics=metrics, hyperparameters=hp, failures=failures, updated=upd["updated"], synced=synced)
+
+    def sync_engine(self) -> Optional[Mapping[str, Any]]:
+        """Push the current weights to the rollout engine (a no-op in process; a LoRA adapter
+        or checkpoint reload for an HTTP/vLLM server). Returns what was synced, if anything."""
+        res = self.engine.sync_weights(self.policy, self.policy_version)
+        return dict(res) if res else None
 
     def _collect(self, chosen: list[Task], hp: dict[str, Any], state: Any, step: int,
                  group_offset: int) -> tuple[list[RolloutItem], list[Sample], float]:

@@ -238,3 +238,41 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path):
     evals_b = [e.item_scores for e in ref_events if isinstance(e, EvalCompleted)]
     assert evals_a == evals_b
     store.close()
+
+
+class RecordingEngine:
+    """Stands in for an HTTP engine: samples in process, records weight syncs."""
+
+    def __init__(self, policy):
+        from evo_core.trainer.engine import InProcessEngine
+
+        self.inner = InProcessEngine(policy)
+        self.synced = []
+
+    def generate(self, prompts, params, *, generator=None):
+        return self.inner.generate(prompts, params, generator=generator)
+
+    def sync_weights(self, policy, version):
+        self.synced.append(version)
+        return {"kind": "checkpoint", "name": "fake-server", "digest": policy.digest()}
+
+
+def test_rollout_engine_from_config_gets_every_weight_sync_logged(tmp_path, monkeypatch):
+    import evo_core.trainer.engine_factory as factory
+
+    engines = []
+
+    def fake_build(table, policy):
+        assert table["engine"] == "http"
+        engines.append(RecordingEngine(policy))
+        return engines[-1]
+
+    monkeypatch.setattr(factory, "build_rollout_engine", fake_build)
+    store = open_store("memory://")
+    cfg = _cfg(tmp_path, run={"steps": 2}, rollout={"engine": "http", "base_url": "http://127.0.0.1:1"})
+    loop = RunLoop(cfg, store, plugins=_pm(), harness=NoopHarness())
+    loop.start()
+    loop.run()
+    assert engines[0].synced == [0, 1, 2]
+    ups = [e for e in store.events(run_stream(loop.run_id)) if isinstance(e, PolicyUpdated) and e.target == "fake-server"]
+    assert [(e.step, e.policy_version) for e in ups] == [(0, 0), (1, 1), (2, 2)]
