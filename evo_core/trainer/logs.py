@@ -9,6 +9,16 @@ import sys
 import structlog
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is now (test runners swap and close it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(level: str | None = None) -> None:
     name = (level or os.environ.get("EVO_LOG_LEVEL", "INFO")).upper()
     structlog.configure(
@@ -18,7 +28,7 @@ def configure_logging(level: str | None = None) -> None:
             structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, name, logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     try:  # transformers' own progress bars would interleave with ours
