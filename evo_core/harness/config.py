@@ -194,6 +194,10 @@ class HarnessConfig:
                 out[k] = v
         for k in ("diagnostics", "gates", "proposers", "interventions"):
             if k in data:
+                if k == "gates":
+                    # the standard gates are always there (validity vetoes must not vanish because a
+                    # config tuned one gate); `enabled = false` switches one off explicitly
+                    data = {**data, "gates": {**{g: {} for g in DEFAULT_GATES}, **_table(data["gates"], "harness.gates")}}
                 table = _table(data[k], f"harness.{k}")
                 for name, params in table.items():
                     if params is True:  # `answer_hedging = true` means defaults

@@ -502,6 +502,9 @@ class HarnessEngine:
                            diagnoses=tuple(self.active_diagnoses))
         decisions = []
         for name, params in self.config.gates.items():
+            params = dict(params)
+            if params.pop("enabled", True) is False:
+                continue
             gate = self.gates.get(name)
             if gate is None:
                 decisions.append(GateDecision(gate=name, passed=False, veto=True,

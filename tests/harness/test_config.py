@@ -37,3 +37,10 @@ def test_shorthand_and_fixed_mode(pm):
     assert not cfg.evolving and cfg.ablations.no_online_backtest
     h = build_harness(cfg, pm, run_id="r")
     assert hasattr(h, "on_step") and hasattr(h, "on_run_end")
+
+
+def test_tuning_one_gate_keeps_the_others():
+    cfg = HarnessConfig.from_dict({"gates": {"policy": {"tolerance": 0.01}}})
+    assert set(cfg.gates) == {"validity", "statistical", "policy"} and cfg.gates["policy"] == {"tolerance": 0.01}
+    off = HarnessConfig.from_dict({"gates": {"statistical": {"enabled": False}}})
+    assert off.gates["statistical"] == {"enabled": False}

@@ -234,3 +234,10 @@ def test_restore_policy_on_rejection(pm):
                               harness={"gates": {"validity": {}, "statistical": {}, "policy": {"restore_on": "reject", "tolerance": -1.0}}})
     rejected = [e for e in of(events(store, "rej"), Rejected) if e.subject == "policy"]
     assert rejected and sess2.restores == len(rejected)
+
+
+def test_a_config_that_tunes_only_the_policy_gate_still_promotes_fixes(pm):
+    store = open_store("memory://")
+    rid, state, _ = run_sim(store, pm, steps=20, seed=14, harness={"gates": {"policy": {"tolerance": 0.0}}})
+    assert [p for p in of(events(store, rid), Promoted) if p.subject == "intervention"]
+    assert "validity" in [p for p in of(events(store, rid), Promoted) if p.subject == "intervention"][0].gate
