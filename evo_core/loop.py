@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import datetime as dt
 import glob
+import hashlib
+import json
 import os
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Sequence
 
 import attrs
@@ -32,8 +35,8 @@ from evo_core.harness_api import StepContext
 from evo_core.plugins import PluginManager, RequiredPluginFailed
 from evo_core.state import HarnessState, apply, fold
 from evo_core.store import run_stream
-from evo_core.store.blobs import put_json
 from evo_events import (
+    BlobRef,
     Emitter,
     EvalCompleted,
     Event,
@@ -249,6 +252,8 @@ class RunLoop:
                         "digest": 0.0, "checkpoint": 0.0, "harness": 0.0, "eval": 0.0}
         self.sinks: list[Any] = []
         self.last_eval: dict[str, Any] = {}
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evo-blobs")
+        self._pending: list[Any] = []
 
     # -- appending --------------------------------------------------------------------------
     def _append(self, events: Sequence[Event]) -> None:
@@ -383,6 +388,26 @@ class RunLoop:
         torch.save(self.session.policy.state_dict(), buf)
         return self.store.blobs.put(buf.getvalue(), "application/x-torch-state-dict")
 
+    def _put_json_async(self, obj: Any) -> BlobRef:
+        """Encode now, write in the background: the blob's digest is known from its bytes,
+        so the events can reference it while the file write and its fsync overlap with the
+        checkpoint and the append. ``_join_writes`` waits before anything is committed."""
+        data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        ref = BlobRef(hashlib.sha256(data).hexdigest(), len(data), "application/json")
+
+        def write() -> None:
+            got = self.store.blobs.put(data, "application/json")
+            if got.digest != ref.digest:  # content addressing makes this impossible; fail loudly if not
+                raise RuntimeError(f"blob store returned digest {got.digest} for {ref.digest}")
+
+        self._pending.append(self._pool.submit(write))
+        return ref
+
+    def _join_writes(self) -> None:
+        pending, self._pending = self._pending, []
+        for fut in pending:
+            fut.result()  # re-raises a failed write: never commit events that reference a missing blob
+
     def _synced_event(self, step: int, synced: Any) -> PolicyUpdated:
         """A weight sync to the rollout server, as ``PolicyUpdated(target=<server>)``."""
         return PolicyUpdated(run_id=self.run_id, step=step, policy_version=self.session.policy_version,
@@ -412,7 +437,7 @@ class RunLoop:
                 if it.group_id not in groups:
                     gold = it.task.gold if isinstance(it.task.gold, (str, int, float)) else None
                     groups[it.group_id] = {"task_id": it.task.task_id, "prompt": s.prompt, "gold": gold}
-            ref = put_json(self.store.blobs, {
+            ref = self._put_json_async({
                 "run_id": self.run_id, "step": res.step, "groups": groups,
                 "rollouts": [{
                     "rollout_id": it.rollout_id, "group_id": it.group_id, "text": s.text,
@@ -464,6 +489,7 @@ class RunLoop:
         finally:
             if self.progress is not None:
                 self.progress.end_run()
+            self._pool.shutdown(wait=True)
         ctx = self._ctx([], None, [], final=True)
         t0 = time.perf_counter()
         self._guarded("on_run_end", ctx)
@@ -523,7 +549,10 @@ class RunLoop:
             batch += evals
         t1 = time.perf_counter()
         self.ckpt.save(res.step, self.session.resume_state())  # before the append: resume needs it
-        self.timings["checkpoint"] += time.perf_counter() - t1
+        t2 = time.perf_counter()
+        self.timings["checkpoint"] += t2 - t1
+        self._join_writes()  # the step's trajectory blob is on disk before its events are committed
+        self.timings["blobs"] += time.perf_counter() - t2
         self._append(batch)
         self.ckpt.gc(res.step)
         self.session.restored = False
