@@ -1,0 +1,36 @@
+import attrs
+
+from evo_core.api import TaskSource
+from evo_core.config import SFTSection
+from evo_core.trainer.policy import HFPolicy
+from evo_core.trainer.sft import lr_at, warm_start
+from evo_core.trainer.tiny import TinyModelConfig
+from evo_plugins.arithmetic import ArithmeticDomain
+from trainer_testlib import SOURCE, TINY_MODEL
+
+
+def test_sft_learns_and_is_cached_by_key(tmp_path):
+    dom = ArithmeticDomain()
+    tasks = dom.load_tasks(TaskSource(path=SOURCE))
+    cfg = SFTSection(enabled=True, steps=30, batch_size=16, lr=3e-3, warmup_steps=3, cache_dir=str(tmp_path),
+                     options={"hedge_rate": 0.1})
+    first = HFPolicy.tiny(TinyModelConfig(**TINY_MODEL), seed=0)
+    start = first.digest()
+    a = warm_start(first, dom, tasks, cfg, seed=0, key_parts={"m": 1})
+    assert not a["cached"] and first.digest() != start and a["sft_loss"] < 2.5
+    second = HFPolicy.tiny(TinyModelConfig(**TINY_MODEL), seed=0)
+    b = warm_start(second, dom, tasks, cfg, seed=0, key_parts={"m": 1})
+    assert b["cached"] and b["key"] == a["key"] and second.digest() == first.digest()
+    # anything that changes the weights changes the key; the cache location does not
+    assert warm_start(HFPolicy.tiny(TinyModelConfig(**TINY_MODEL)), dom, tasks, attrs.evolve(cfg, steps=1),
+                      seed=0, key_parts={"m": 1})["key"] != a["key"]
+    moved = warm_start(HFPolicy.tiny(TinyModelConfig(**TINY_MODEL)), dom, tasks,
+                       attrs.evolve(cfg, cache_dir=str(tmp_path / "elsewhere")), seed=0, key_parts={"m": 1})
+    assert moved["key"] == a["key"] and not moved["cached"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]  # no half-written entries
+
+
+def test_sft_schedule_warms_up_then_decays_to_min():
+    cfg = SFTSection(steps=100, lr=1e-3, warmup_steps=10, min_lr=1e-4)
+    assert lr_at(1, cfg) == 1e-4 and lr_at(10, cfg) == 1e-3
+    assert lr_at(55, cfg) < 1e-3 and abs(lr_at(100, cfg) - 1e-4) < 1e-12
