@@ -85,7 +85,8 @@ class OnlineAB:
                            f"{boot.ci[1]:+.3f}] on {boot.n} paired items; {boot.worse} worse")
         return BacktestOutcome(backtester=self.name, mode="online", passed=passed, figures=figures, ci=boot.ci, n=boot.n,
                                reasons=tuple(reasons), version=self.version,
-                               evidence=tuple(r.event_id for r in r_treat[:50]))
+                               # fork rollouts are not in the log: cite the logged diagnoses it answers
+                               evidence=tuple(d.event_id for d in ctx.diagnoses if d.kind in set(proposal.targets))[:50])
 
 
 def _mean_metric(metrics: list, key: str = "reward_mean") -> Optional[float]:
