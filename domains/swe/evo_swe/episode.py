@@ -147,7 +147,17 @@ def episode_signals(turns: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "outside_write_attempts": sum(bool(t.get("outside_write")) or bool(t.get("escape_attempt")) for t in tool_turns),
         "tool_output_truncated": sum(bool(t.get("truncated")) for t in tool_turns),
         "sandbox_errors": sum(bool(t.get("infra_error")) for t in tool_turns),
+        # Compact call list (tool + arguments), so repetition diagnostics can spot identical calls.
+        "tool_call_list": [_call_key(t) for t in tool_turns][:64],
     }
+
+
+def _call_key(turn: Mapping[str, Any]) -> str:
+    try:
+        args = json.dumps(turn.get("args"), sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        args = repr(turn.get("args"))
+    return f"{turn.get('tool')}:{args[:200]}"
 
 
 def run_episode(

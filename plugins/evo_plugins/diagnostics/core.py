@@ -251,11 +251,12 @@ class ToolErrors(BaseDiagnostic):
     default_params = {"max_error_rate": 0.3, "max_avoidance": 0.8, "min_calls": 10, "min_episodes": 8}
 
     def measurements(self, window, p):
-        rows = [r for r in train_rollouts(window) if num(signal(r, "tool_calls")) is not None]
-        calls = sum(num(signal(r, "tool_calls")) for r in rows)
-        errors = sum(num(signal(r, "tool_errors", default=0)) or 0 for r in rows)
+        # "tool_calls"/"tool_errors" are the generic names; evo-plugin-swe reports "n_tool_calls"/"tool_call_errors".
+        rows = [r for r in train_rollouts(window) if num(signal(r, "tool_calls", "n_tool_calls")) is not None]
+        calls = sum(num(signal(r, "tool_calls", "n_tool_calls")) for r in rows)
+        errors = sum(num(signal(r, "tool_errors", "tool_call_errors", default=0)) or 0 for r in rows)
         er = errors / calls if calls else None
-        avoid = [r for r in rows if num(signal(r, "tool_calls")) == 0]
+        avoid = [r for r in rows if num(signal(r, "tool_calls", "n_tool_calls")) == 0]
         ar = len(avoid) / len(rows) if rows else None
         err_rows = [r for r in rows if (num(signal(r, "tool_errors", default=0)) or 0) > 0]
         return [
