@@ -13,12 +13,15 @@ want=$(cat pyproject.toml domains/*/pyproject.toml examples/*/pyproject.toml 2>/
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ "${EVO_REINSTALL:-0}" != "1" ]; then
   exit 0
 fi
-"$VPY" -m pip install -q --upgrade pip
-"$VPY" -m pip install -q "torch==2.13.0"
+log=.venv/setup.log
+echo "setup: installing torch==2.13.0 (CPU) and EvoTrainer into .venv (log: $log)"
+pipi() { "$VPY" -m pip install -q "$@" >>"$log" 2>&1 || { tail -n 30 "$log" >&2; echo "setup: pip install $* failed" >&2; exit 1; }; }
+pipi --upgrade pip
+pipi "torch==2.13.0"
 # deepspeed: the 2-rank ZeRO test (CPU accelerator + gloo, no op is compiled); lora: peft for adapter sync
 extras="postgres,sinks,parquet,test,deepspeed,lora"
-"$VPY" -m pip install -q -e ".[${extras}]"
+pipi -e ".[${extras}]"
 for d in domains/*/ examples/*/; do
-  [ -f "$d/pyproject.toml" ] && "$VPY" -m pip install -q -e "$d"
+  if [ -f "$d/pyproject.toml" ]; then pipi -e "$d"; fi
 done
 echo "$want" > "$stamp"
