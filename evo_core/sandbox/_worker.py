@@ -44,6 +44,38 @@ MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 UID_BASE, UID_SPAN = 231000, 4000
 OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory")
+def _remove_on_device(path, dev):
+    """Delete ``path`` without ever leaving the filesystem ``dev``.
+
+    Host paths the worker keeps visible (its interpreter or virtual environment, which may
+    live under /tmp) are bind-mounted *inside* the private tmpfs; a plain rmtree of the
+    tmpfs would walk into those binds and delete the host's files."""
+    import stat as _stat
+
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if st.st_dev != dev:
+        return
+    if _stat.S_ISDIR(st.st_mode):
+        try:
+            names = os.listdir(path)
+        except OSError:
+            return
+        for n in names:
+            _remove_on_device(os.path.join(path, n), dev)
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+    else:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 PRIVATE_TMPS = ("/tmp", "/var/tmp", "/dev/shm")  # fresh, writable, private per job
 # Top-level directories a program may see (read-only to it: root-owned). Every other
 # top-level directory (/work, /home, /root, /opt, /srv, /var, /run, ...) is covered by an
@@ -228,20 +260,14 @@ class Worker:
     def _wipe_private_tmps(self):
         for top in PRIVATE_TMPS:
             try:
+                dev = os.lstat(top).st_dev
                 names = os.listdir(top)
             except OSError:
                 continue
             for n in names:
                 p = os.path.join(top, n)
-                if p == self.priv_root:
-                    continue
-                if os.path.isdir(p) and not os.path.islink(p):
-                    shutil.rmtree(p, ignore_errors=True)
-                else:
-                    try:
-                        os.unlink(p)
-                    except OSError:
-                        pass
+                if p != self.priv_root:
+                    _remove_on_device(p, dev)
 
     # -- one job -------------------------------------------------------------------------
     def run(self, job):
