@@ -19,7 +19,7 @@ pipi() { "$VPY" -m pip install -q "$@" >>"$log" 2>&1 || { tail -n 30 "$log" >&2;
 pipi --upgrade pip
 pipi "torch==2.13.0"
 # deepspeed: the 2-rank ZeRO test (CPU accelerator + gloo, no op is compiled); lora: peft for adapter sync
-extras="postgres,sinks,parquet,test,deepspeed,lora"
+extras="postgres,sinks,wandb,mlflow,parquet,test,deepspeed,lora"
 pipi -e ".[${extras}]"
 for d in domains/*/ examples/*/; do
   if [ -f "$d/pyproject.toml" ]; then pipi -e "$d"; fi
