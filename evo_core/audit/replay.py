@@ -387,9 +387,11 @@ class ReplayEngine:
             by_pass.setdefault(f.step, []).append(f)
         flips: list[dict[str, Any]] = []
         verdicts: dict[str, dict[str, Any]] = {}
+        self._init_main_line()
         for dec in decisions:
             v = self._rejudge(dec, vanished_set, by_pass, recorded, recorded_kinds_at, touched, gates, windows)
             verdicts[dec.event_id] = v
+            self._advance_main_line(dec, v["would"], windows.get(dec.step))
             if v["would"] != dec.decision:
                 flips.append(v)
         bad: list[dict[str, Any]] = []
@@ -404,6 +406,45 @@ class ReplayEngine:
         if write:
             result = attrs.evolve(result, stream=self._write(result, find_bad))
         return result
+
+    # -- the counterfactual main line ------------------------------------------------------
+    # A policy gate compares a candidate with the main line. Under the replayed harness the
+    # main line is the last checkpoint *it* would have promoted, not the recorded one.
+    def _init_main_line(self) -> None:
+        evals = [self.index.event(i) for i in self.index.sparse()]
+        self._main_evals = {e.policy_version: e for e in evals if isinstance(e, EvalCompleted) and e.branch == "main"}
+        self._cf_main_eval = self._main_evals.get(0)
+        self._cf_main_reward: Optional[float] = None
+        self._cf_last_gate_step = -1
+
+    def _train_reward_since(self, window: Any, after_step: int, upto_step: int) -> Optional[float]:
+        if window is None:
+            return None
+        rs = [r.reward for r in window.rollouts
+              if after_step < r.step <= upto_step and r.split == "train" and r.reward is not None]
+        return sum(rs) / len(rs) if rs else None
+
+    def _policy_candidate_fields(self, dec: RecordedDecision, window: Any) -> dict[str, Any]:
+        if dec.subject != "policy":
+            return {}
+        reward = self._train_reward_since(window, self._cf_last_gate_step, dec.step)
+        main_reward = self._cf_main_reward if self._cf_main_reward is not None else reward
+        try:
+            cand_eval = self._main_evals.get(int(dec.subject_id))
+        except ValueError:
+            cand_eval = None
+        return {"eval": cand_eval, "main_eval": self._cf_main_eval, "train_reward": reward, "main_train_reward": main_reward}
+
+    def _advance_main_line(self, dec: RecordedDecision, would: str, window: Any) -> None:
+        if dec.subject != "policy":
+            return
+        fields = self._policy_candidate_fields(dec, window)
+        if self._cf_main_reward is None:
+            self._cf_main_reward = fields.get("main_train_reward")
+        if would == "promoted":
+            self._cf_main_eval = fields.get("eval") or self._cf_main_eval
+            self._cf_main_reward = fields.get("train_reward", self._cf_main_reward)
+        self._cf_last_gate_step = dec.step
 
     def _final_state(self) -> HarnessState:
         st = HarnessState()
@@ -468,9 +509,10 @@ class ReplayEngine:
                                     reasons=b.reasons, evidence=b.evidence, version=b.emitted_by.version)  # type: ignore[attr-defined]
                     for b in dec.backtests)
         evals = [e for e in (window.evals if window is not None else ()) if e.step <= dec.step and e.branch == "main"]
+        extra = {"eval": evals[-1] if evals else None, **{k: v for k, v in self._policy_candidate_fields(dec, window).items()
+                                                         if v is not None}}
         cand = Candidate(subject=dec.subject, subject_id=dec.subject_id, step=dec.step, proposal=proposal, backtests=bts,
-                         eval=evals[-1] if evals else None,
-                         rollouts=tuple(window.rollouts) if window is not None else ())
+                         rollouts=tuple(window.rollouts) if window is not None else (), **extra)
         cfg = attrs.evolve(self.hcfg, gates={**self.hcfg.gates, g.name: g.params})
         ctx = GateContext(run_id=self.run_id, step=dec.step, state=dec.state or HarnessState(), config=cfg, diagnoses=tuple(active))
         subjects = getattr(g.impl, "subjects", None)
