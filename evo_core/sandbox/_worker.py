@@ -575,6 +575,9 @@ def _prepare_python():
     main.__dict__["__builtins__"] = builtins
     main.__file__ = "solution.py"
     _PY["std"], _PY["main"] = std, main
+    # The first compile() of source text in a process builds the AST node types (about a
+    # hundred classes); done here once, no child has to.
+    compile("pass", "solution.py", "exec")
 
 
 _PY = {}
