@@ -7,7 +7,7 @@ worker that dies or hangs is replaced and its job reported as ``infra_error``.
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import queue
 import select
@@ -34,7 +34,7 @@ class WorkerDied(RuntimeError):
 
 class _Worker:
     def __init__(self, python: str, cfg: dict[str, Any], site: bool) -> None:
-        args = [python, "-I"] + ([] if site else ["-S"]) + [WORKER_SCRIPT, json.dumps(cfg)]
+        args = [python, "-I"] + ([] if site else ["-S"]) + [WORKER_SCRIPT, marshal.dumps(cfg).hex()]
         self.proc = subprocess.Popen(
             args,
             stdin=subprocess.PIPE,
@@ -42,7 +42,9 @@ class _Worker:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             close_fds=True,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
+            # LD_BIND_NOW: resolve every libc symbol at start-up, so that no forked child
+            # writes (and copies) the worker's GOT pages the first time it calls one.
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "LD_BIND_NOW": "1"},
         )
         hello = self._read(timeout=30.0)
         if not hello.get("ready"):
@@ -70,10 +72,10 @@ class _Worker:
             return bytes(buf)
 
         n = int.from_bytes(exact(4), "big")
-        return json.loads(exact(n))
+        return marshal.loads(exact(n))
 
     def call(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
-        data = json.dumps(job).encode()
+        data = marshal.dumps(job)
         try:
             self.proc.stdin.write(len(data).to_bytes(4, "big") + data)  # type: ignore[union-attr]
             self.proc.stdin.flush()  # type: ignore[union-attr]

@@ -63,6 +63,26 @@ def test_runtime_error_has_clean_traceback(local_sandbox):
     assert "_worker.py" not in r.stderr  # the program's traceback, not ours
 
 
+def test_a_program_that_breaks_its_error_handling_still_ends_as_itself(local_sandbox):
+    # traceback unimportable and os._exit disabled: the child must still exit on its own,
+    # never fall back into the worker's code, and the worker must stay healthy.
+    r = run(local_sandbox, """
+        import os, sys
+        sys.modules['traceback'] = None
+        os._exit = lambda code: None
+        raise ValueError('broken on purpose')
+    """)
+    assert r.exit_code == 1 and r.infra_error is None
+    assert "ValueError: broken on purpose" in r.stderr and "_worker.py" not in r.stderr
+    again = run(local_sandbox, "print('still fine')")
+    assert again.ok and again.stdout == "still fine\n"
+
+
+def test_modules_not_preloaded_import_from_the_interpreter(local_sandbox):
+    r = run(local_sandbox, "import json, re, shutil, fractions\nprint(json.dumps([re.sub('a', 'b', 'aa')]))")
+    assert r.ok and r.stdout == '["bb"]\n', r
+
+
 def test_environment_is_scrubbed(local_sandbox, monkeypatch):
     monkeypatch.setenv("EVO_SECRET_TOKEN", "s3cr3t")
     r = run(local_sandbox, "import os\nprint(sorted(os.environ))", env={"EXTRA": "1"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import textwrap
 import threading
 from pathlib import Path
 
@@ -110,11 +111,23 @@ def test_socket_to_outside(grader, problems):
     assert v.signals["outcomes"][0] == "wrong_answer"
 
 
+# The candidate looks its expected output up in the dataset file. It parses the JSON lines
+# with builtins only: without the mount namespace, a sandbox uid may be unable to import
+# from an interpreter installed under a private home (pyenv under /root), and the control
+# below must show the attack itself working, not an import failing.
+_LOOKUP_ATTACK = f"""for line in open({str(FIXTURES / 'taco.jsonl')!r}):
+    plain = dict(true=True, false=False, null=None)
+    io = eval(eval(line, plain)['input_output'], plain)
+    for i, o in zip(io['inputs'], io['outputs']):
+        if i == inp:
+            print(o)"""
+
+
 def test_reading_the_dataset_and_writing_outside(grader, problems, tmp_path):
     """The candidate looks up the expected output in the dataset file and plants files."""
     marker = tmp_path / "planted"
     code = f"""
-import json, sys
+import sys
 inp = sys.stdin.read()
 for path in ({str(FIXTURES / 'taco.jsonl')!r}, {str(marker)!r}, '/tmp/evo-planted'):
     try:
@@ -122,11 +135,7 @@ for path in ({str(FIXTURES / 'taco.jsonl')!r}, {str(marker)!r}, '/tmp/evo-plante
     except OSError:
         pass
 try:
-    for line in open({str(FIXTURES / 'taco.jsonl')!r}):
-        io = json.loads(json.loads(line)['input_output'])
-        for i, o in zip(io['inputs'], io['outputs']):
-            if i == inp:
-                print(o)
+{textwrap.indent(_LOOKUP_ATTACK, "    ")}
 except OSError:
     print('dataset hidden')
 """
@@ -265,13 +274,9 @@ def test_control_dataset_attack_wins_without_mount_isolation(problems):
     from evo_core.sandbox import LocalSandbox
 
     code = f"""
-import json, sys
+import sys
 inp = sys.stdin.read()
-for line in open({str(FIXTURES / 'taco.jsonl')!r}):
-    io = json.loads(json.loads(line)['input_output'])
-    for i, o in zip(io['inputs'], io['outputs']):
-        if i == inp:
-            print(o)
+{_LOOKUP_ATTACK}
 """
     with LocalSandbox(1, mount_namespace=False) as sb:
         v = CodeGrader(sb, GradeConfig(calibrate=False)).grade(problems["taco-sum"], code)
