@@ -43,6 +43,14 @@ from eventsourcing.persistence import StoredEvent as EsStoredEvent
 
 from evo_events import GENESIS
 from evo_core.store.blobs import BlobError
+from evo_core.store.fastcodec import (
+    CHUNK,
+    FALLBACK_ERRORS,
+    chain_step,
+    chain_type_part,
+    fast_encode_payload,
+    first_path,
+)
 from evo_core.store.records import (
     AppendResult,
     ConcurrencyConflict,
@@ -98,6 +106,22 @@ def unpack_state(state: bytes, stream: str, version: int) -> tuple[str, int, flo
                             stream=stream, version=version) from None
 
 
+class _RowItems(Sequence[tuple]):
+    """An append's ``(type, schema_version, payload, hash, event_id)`` items, read back
+    from its packed rows on access (an append's caller rarely looks at more than one)."""
+
+    def __init__(self, stream: str, rows: list[tuple]) -> None:
+        self._stream, self._rows = stream, rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        _, version, topic, state = self._rows[i]
+        h, sv, _, eid, payload = unpack_state(state, self._stream, version)
+        return topic, sv, payload, h, eid
+
+
 def _stored(stream: str, version: int, position: int, topic: str, state: bytes) -> StoredEvent:
     h, sv, at, eid, payload = unpack_state(bytes(state), stream, version)
     return StoredEvent(stream, version, position, topic, sv, payload, h, eid, at)
@@ -117,53 +141,92 @@ class EsBackend:
 
     # writing
     def append_batch(self, batch: EncodedBatch) -> AppendResult:
-        chunk = (batch.types, batch.schema_versions, batch.payloads, batch.hashes, batch.event_ids)
-        return self.append_chunks(batch.stream, batch.expected_version, len(batch), iter([chunk]))
+        return self.append_chunks(batch.stream, batch.expected_version, len(batch), iter([batch.items()]))
 
-    def append_chunks(self, stream: str, expected_version: int, size: int, chunks: Iterator[tuple]) -> AppendResult:
-        """Append one batch handed over as encoded chunks (parallel lists), in one
-        transaction. The chunks are produced lazily by the facade, so with SQLite's
-        ``?pipeline=1`` the database work of one chunk overlaps the encoding of the next."""
+    def append_chunks(self, stream: str, expected_version: int, size: int, chunks: Iterator[list[tuple]]) -> AppendResult:
+        """Append one batch handed over as encoded chunks (lists of ``(type,
+        schema_version, payload, hash, event_id)``), in one transaction. The chunks are
+        produced lazily by the facade, so with SQLite's ``?pipeline=1`` the database work
+        of one chunk overlaps the encoding of the next."""
         now = time.time()
         ts = b"%.6f" % now
         oid = stream_uuid(stream)
         oid_key = self.rec.oid_param(oid)
-        types: list[str] = []
-        svs: list[int] = []
-        payloads: list[bytes] = []
-        hashes: list[str] = []
-        ids: list[str] = []
+        items: list[tuple] = []
 
         def rows() -> Iterator[list[tuple]]:
             crc = zlib.crc32
             v = expected_version
-            for t_, sv_, p_, h_, e_ in chunks:
-                joined = " ".join(e_)
-                if joined.count(" ") != len(e_) - 1 or "\n" in joined:
-                    bad = next(e for e in e_ if " " in e or "\n" in e)
+            for chunk in chunks:
+                ids = " ".join([item[4] for item in chunk])
+                if ids.count(" ") != len(chunk) - 1 or "\n" in ids:
+                    bad = next(item[4] for item in chunk if " " in item[4] or "\n" in item[4])
                     raise StoreError(f"event id {bad!r} contains whitespace")
                 out = []
                 add = out.append
-                for t, sv, p, h, eid in zip(t_, sv_, p_, h_, e_):
+                for t, sv, p, h, eid in chunk:
                     v += 1
-                    head = b"%s %d %s %s" % (h.encode("ascii"), sv, ts, eid.encode("utf-8"))  # see pack_state
+                    if h.__class__ is str:
+                        h = h.encode("ascii")
+                    head = b"%s %d %s %s" % (h, sv, ts, eid.encode("utf-8"))  # see pack_state
                     add((oid_key, v, t, b"%s %08x\n%s" % (head, crc(head), p)))
-                types.extend(t_)
-                svs.extend(sv_)
-                payloads.extend(p_)
-                hashes.extend(h_)
-                ids.extend(e_)
+                items.extend(chunk)
                 yield out
 
+        positions = self._insert(oid, stream, expected_version, size, rows())
+        return AppendResult(stream, expected_version, items, positions, float(ts))
+
+    def append_events(self, stream: str, expected_version: int, prev_hash: str, events: Sequence[Any]) -> AppendResult:
+        """The facade's hot path: encode, hash-chain and pack ``events`` in one pass (the
+        same codec functions the facade uses for every other backend), then insert them in
+        one transaction. One loop instead of encode-then-pack saves a third of the
+        per-event Python on a 1,000-event append, and no payload outlives its row."""
+        ts = b"%.6f" % time.time()
+        oid = stream_uuid(stream)
+        oid_key = self.rec.oid_param(oid)
+        stream_part = stream.encode("utf-8") + b"\x1f"
+        all_rows: list[tuple] = []
+
+        def rows() -> Iterator[list[tuple]]:
+            crc, step, fallback_errors = zlib.crc32, chain_step, FALLBACK_ERRORS
+            prev, v = prev_hash.encode("ascii"), expected_version
+            per_class: dict[type, tuple] = {}
+            for start in range(0, len(events), CHUNK):
+                out: list[tuple] = []
+                add = out.append
+                for ev in events[start:start + CHUNK]:
+                    v += 1
+                    cls = ev.__class__
+                    known = per_class.get(cls)
+                    if known is None:
+                        known = per_class[cls] = (chain_type_part(cls), first_path(cls))
+                    part, encode = known
+                    try:
+                        payload = encode(ev)
+                    except fallback_errors:
+                        payload = fast_encode_payload(ev)
+                    prev = step(prev, stream_part, v, part, payload)
+                    eid = ev.event_id
+                    if " " in eid or "\n" in eid:
+                        raise StoreError(f"event id {eid!r} contains whitespace")
+                    head = b"%s %d %s %s" % (prev, cls.VERSION, ts, eid.encode("utf-8"))  # see pack_state
+                    add((oid_key, v, cls.TYPE, b"%s %08x\n%s" % (head, crc(head), payload)))
+                all_rows.extend(out)
+                yield out
+
+        positions = self._insert(oid, stream, expected_version, len(events), rows())
+        return AppendResult(stream, expected_version, _RowItems(stream, all_rows), positions, float(ts))
+
+    def _insert(self, oid: uuid.UUID, stream: str, expected_version: int, size: int,
+                rows: Iterator[list[tuple]]) -> Sequence[int]:
         try:
-            positions = self.rec.insert_chunks(oid, stream, rows(), new_stream=expected_version == 0, size=size)
+            positions = self.rec.insert_chunks(oid, stream, rows, new_stream=expected_version == 0, size=size)
         except EsIntegrityError:
             raise ConcurrencyConflict(stream, expected_version, self.stream_head(stream)[0]) from None
         except EsPersistenceError as exc:
             raise StoreError(f"{self.url}: append to {stream!r} failed: {exc}") from exc
         self._names[oid.hex] = stream
-        return AppendResult(EncodedBatch(stream, expected_version, types, svs, payloads, hashes, ids), positions,
-                            float(ts))
+        return positions
 
     def append(self, stream: str, records, expected_version: int) -> list[StoredEvent]:
         batch = EncodedBatch(stream, expected_version, [r.type for r in records], [r.schema_version for r in records],

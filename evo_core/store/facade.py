@@ -12,7 +12,7 @@ import attrs
 from evo_events import ChainBreak, Event, verify_chain
 from evo_core.store.backend import Backend
 from evo_core.store.blobs import BlobStore
-from evo_core.store.fastcodec import fast_chain_hash, fast_encode_payload
+from evo_core.store.fastcodec import CHUNK, chain_step, chain_type_part, fast_encode_payload
 from evo_core.store.records import ConcurrencyConflict, CorruptRecord, EncodedBatch, StoredEvent, StoreError
 
 
@@ -68,14 +68,10 @@ class EventStore:
             expected_version = head_version
         elif expected_version != head_version:
             raise ConcurrencyConflict(stream, expected_version, head_version)
-        if hasattr(self.backend, "append_chunks"):
-            chunks = _encode_chunks(stream, events, expected_version, head_hash)
-            return self.backend.append_chunks(stream, expected_version, len(events), chunks)
-        types, svs, payloads, hashes, ids = [], [], [], [], []
-        for chunk in _encode_chunks(stream, events, expected_version, head_hash):
-            for acc, part in zip((types, svs, payloads, hashes, ids), chunk):
-                acc.extend(part)
-        return self.backend.append_batch(EncodedBatch(stream, expected_version, types, svs, payloads, hashes, ids))
+        if hasattr(self.backend, "append_events"):  # encodes, chains and packs in one pass
+            return self.backend.append_events(stream, expected_version, head_hash, events)
+        items = [item for chunk in _encode_chunks(stream, events, expected_version, head_hash) for item in chunk]
+        return self.backend.append_batch(EncodedBatch.from_items(stream, expected_version, items))
 
     # -- reading ---------------------------------------------------------------------------
     def read_stream(self, stream: str, *, from_version: int = 1, to_version: Optional[int] = None,
@@ -160,29 +156,25 @@ class EventStore:
         self.backend.close()
 
 
-CHUNK = 256
-
-
-def _encode_chunks(stream: str, events: Sequence[Event], version: int, prev: str) -> Iterator[tuple]:
-    """Encode and hash-chain ``events`` lazily, ``CHUNK`` at a time, as parallel lists
-    (types, schema versions, payloads, hashes, event ids)."""
+def _encode_chunks(stream: str, events: Sequence[Event], version: int, prev: str) -> Iterator[list[tuple]]:
+    """Encode and hash-chain ``events`` lazily, ``CHUNK`` at a time: lists of
+    ``(type, schema_version, payload, hash, event_id)``, the hash as ASCII hex bytes."""
     stream_part = stream.encode("utf-8") + b"\x1f"
+    prev_b = prev.encode("ascii")
+    type_parts: dict[type, bytes] = {}  # type name and schema version, as hashed
     for start in range(0, len(events), CHUNK):
-        types, svs, payloads, hashes, ids = [], [], [], [], []
+        out: list[tuple] = []
+        add = out.append
         for ev in events[start:start + CHUNK]:
             version += 1
-            cls = type(ev)
-            t, sv = cls.TYPE, cls.VERSION
-            if not t:
-                raise StoreError(f"{cls.__qualname__} is not a registered event type (use @event_type)")
+            cls = ev.__class__
+            type_part = type_parts.get(cls)
+            if type_part is None:
+                type_part = type_parts[cls] = chain_type_part(cls)
             payload = fast_encode_payload(ev)
-            prev = fast_chain_hash(prev, stream_part, version, t, sv, payload)
-            types.append(t)
-            svs.append(sv)
-            payloads.append(payload)
-            hashes.append(prev)
-            ids.append(ev.event_id)
-        yield types, svs, payloads, hashes, ids
+            prev_b = chain_step(prev_b, stream_part, version, type_part, payload)
+            add((cls.TYPE, cls.VERSION, payload, prev_b, ev.event_id))
+        yield out
 
 
 class _Counting:

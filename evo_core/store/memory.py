@@ -37,7 +37,8 @@ class MemoryBackend:
 
     def append_batch(self, batch: EncodedBatch) -> AppendResult:
         stored = self.append(batch.stream, batch.records(), batch.expected_version)
-        return AppendResult(batch, [r.position for r in stored], stored[0].recorded_at if stored else 0.0)
+        return AppendResult(batch.stream, batch.expected_version, batch.items(), [r.position for r in stored],
+                            stored[0].recorded_at if stored else 0.0)
 
     def read_stream(self, stream: str, from_version: int = 1, to_version: Optional[int] = None,
                     types: Optional[Collection[str]] = None) -> Iterator[StoredEvent]:

@@ -93,6 +93,17 @@ class EncodedBatch:
     def __len__(self) -> int:
         return len(self.payloads)
 
+    @classmethod
+    def from_items(cls, stream: str, expected_version: int, items: Sequence[tuple]) -> "EncodedBatch":
+        """From ``(type, schema_version, payload, hash, event_id)`` tuples (hash as str or
+        ASCII bytes), the form the facade encodes into."""
+        types, svs, payloads, hashes, ids = (list(col) for col in zip(*items)) if items else ([], [], [], [], [])
+        return cls(stream, expected_version, types, svs, payloads, [h if isinstance(h, str) else h.decode("ascii")
+                                                                     for h in hashes], ids)
+
+    def items(self) -> list[tuple]:
+        return list(zip(self.types, self.schema_versions, self.payloads, self.hashes, self.event_ids))
+
     def records(self) -> list[NewRecord]:
         v = self.expected_version
         return [NewRecord(self.stream, v + i + 1, t, sv, p, h, e) for i, (t, sv, p, h, e) in
@@ -100,18 +111,22 @@ class EncodedBatch:
 
 
 class AppendResult(Sequence[StoredEvent]):
-    """The stored events of one append, built on access (most callers only need the last one)."""
+    """The stored events of one append, built on access (most callers only need the last
+    one). ``items`` are ``(type, schema_version, payload, hash, event_id)`` tuples, the
+    hash as str or ASCII bytes."""
 
-    def __init__(self, batch: EncodedBatch, positions: Sequence[int], recorded_at: float) -> None:
-        self._b, self._pos, self._at = batch, positions, recorded_at
+    def __init__(self, stream: str, expected_version: int, items: Sequence[tuple], positions: Sequence[int],
+                 recorded_at: float) -> None:
+        self._stream, self._v0, self._items = stream, expected_version, items
+        self._pos, self._at = positions, recorded_at
 
     def __len__(self) -> int:
-        return len(self._b)
+        return len(self._items)
 
     def _one(self, i: int) -> StoredEvent:
-        b = self._b
-        return StoredEvent(b.stream, b.expected_version + i + 1, self._pos[i], b.types[i], b.schema_versions[i],
-                           b.payloads[i], b.hashes[i], b.event_ids[i], self._at)
+        t, sv, payload, h, eid = self._items[i]
+        return StoredEvent(self._stream, self._v0 + i + 1, self._pos[i], t, sv, payload,
+                           h if isinstance(h, str) else h.decode("ascii"), eid, self._at)
 
     @overload
     def __getitem__(self, i: int) -> StoredEvent: ...
@@ -136,4 +151,4 @@ class AppendResult(Sequence[StoredEvent]):
         return isinstance(other, Sequence) and list(self) == list(other)
 
     def __repr__(self) -> str:
-        return f"AppendResult({len(self)} events of {self._b.stream!r})"
+        return f"AppendResult({len(self)} events of {self._stream!r})"

@@ -139,9 +139,8 @@ def test_pipelined_sqlite_append_is_one_transaction(tmp_path):
     assert store.stream_version(stream) == n
     # a stale writer of a big batch: conflict, nothing written
     with pytest.raises(ConcurrencyConflict):
-        store.backend.append_chunks(stream, n - 1, 900, iter([(["evo.StepCompleted"] * 900, [1] * 900,
-                                                               [b"{}"] * 900, ["0" * 64] * 900,
-                                                               [f"id{i}" for i in range(900)])]))
+        store.backend.append_chunks(stream, n - 1, 900, iter([[("evo.StepCompleted", 1, b"{}", b"0" * 64, f"id{i}")
+                                                               for i in range(900)]]))
     assert store.stream_version(stream) == n and store.verify().ok
     store.close()
 
