@@ -199,18 +199,19 @@ class EsBackend:
                     cls = ev.__class__
                     known = per_class.get(cls)
                     if known is None:
-                        known = per_class[cls] = (chain_type_part(cls), first_path(cls))
-                    part, encode = known
+                        known = per_class[cls] = (chain_type_part(cls), first_path(cls), cls.TYPE,
+                                                  b" %d %s " % (cls.VERSION, ts))
+                    part, encode, topic, mid = known
                     try:
                         payload = encode(ev)
                     except fallback_errors:
                         payload = fast_encode_payload(ev)
                     prev = step(prev, stream_part, v, part, payload)
                     eid = ev.event_id
-                    if " " in eid or "\n" in eid:
+                    if not eid.isalnum() and (" " in eid or "\n" in eid):
                         raise StoreError(f"event id {eid!r} contains whitespace")
-                    head = b"%s %d %s %s" % (prev, cls.VERSION, ts, eid.encode("utf-8"))  # see pack_state
-                    add((oid_key, v, cls.TYPE, b"%s %08x\n%s" % (head, crc(head), payload)))
+                    head = b"%s%s%s" % (prev, mid, eid.encode("utf-8"))  # see pack_state
+                    add((oid_key, v, topic, b"%s %08x\n%s" % (head, crc(head), payload)))
                 all_rows.extend(out)
                 yield out
 

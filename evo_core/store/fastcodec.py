@@ -352,7 +352,7 @@ def fast_encode_payload(event: Event) -> bytes:
         return _stdlib_path(event, cls)
 
 
-CHUNK = 256  # events per executemany on the append path
+CHUNK = 1024  # events per executemany on the append path
 
 
 def chain_type_part(cls: type) -> bytes:
