@@ -5,7 +5,10 @@
 - ``append_ratio``: events/s of ``EventStore.append`` on SQLite (batches of 1,000 realistic
   ``RolloutCompleted``: encode, hash-chain, one transaction per batch) divided by events/s of
   a raw ``sqlite3.executemany`` of the very same stored rows in one transaction into a
-  table of the same schema, same WAL/synchronous settings, same file system.
+  table of the same schema, same WAL/synchronous settings, same file system (the issue's
+  definition). ``append_ratio_per_batch_txn`` is the stricter variant: raw commits once per
+  1,000 rows, as often as the facade does (on this machine raw is faster that way, because
+  one 30,000-row transaction spills its page cache into the WAL before it commits).
 - ``replay_ratio``: events/s of a full replay of an N-event run into ``HarnessState``
   (``fold_run`` without snapshots) divided by events/s of a raw ``SELECT`` + ``json.loads``
   of every row of that run. The replay reads only the event types the fold reacts to
@@ -105,8 +108,8 @@ def bench_append(tmp: Path, n_batches: int, sync: str, repeats: int) -> dict:
         shutil.rmtree(d)
     f, rb, ro = min(facade_times), min(raw_batch_times), min(raw_one_times)
     return {"events": n, "facade_events_per_s": round(n / f), "raw_per_batch_txn_events_per_s": round(n / rb),
-            "raw_single_txn_events_per_s": round(n / ro), "ratio": round(rb / f, 3),
-            "ratio_vs_single_txn": round(ro / f, 3),
+            "raw_single_txn_events_per_s": round(n / ro), "ratio": round(ro / f, 3),
+            "ratio_per_batch_txn": round(rb / f, 3),
             # CPU seconds of this process only: on a shared, overloaded machine the wall-clock
             # ratio also measures how often the scheduler ran us; this one does not
             "cpu_ratio": round(min(raw_batch_cpu) / min(facade_cpu), 3)}
@@ -223,7 +226,7 @@ def main(argv=None) -> int:
         "append_ratio": app_full["ratio"],
         "replay_ratio": rep["ratio"],
         "checkout_ms_p50": co["p50_ms"],
-        "append_ratio_vs_single_txn": app_full["ratio_vs_single_txn"],
+        "append_ratio_per_batch_txn": app_full["ratio_per_batch_txn"],
         "append_cpu_ratio": app_full["cpu_ratio"],
         "append_ratio_synchronous_normal": app_norm["ratio"],
         "replay_all_decode_ratio": rep["all_decode_ratio"],

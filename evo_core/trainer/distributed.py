@@ -272,6 +272,16 @@ class DistributedEngine:
     def load_checkpoint(self, directory: str, tag: Optional[str] = None) -> None:
         self.engine.load_checkpoint(directory, tag=tag)
 
+    def close(self) -> None:
+        """Leave the process group (after a barrier). Without it a rank that reaches
+        interpreter exit while gloo's threads still run can abort ("terminate called
+        without an active exception", exit -6) after its work is done."""
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
 
 def wrap_model(model: Any, settings: DeepSpeedSettings, *, optimizer: Any = None) -> DistributedEngine:
     """``deepspeed.initialize`` with a torch AdamW (unless ``optimizer`` is given).
