@@ -102,9 +102,10 @@ def _value(v: Any) -> str:
     if t is dict:
         if not v:
             return "{}"
-        for k in v:
-            if type(k) is not str:
-                raise _Fallback()  # the canonical codec stringifies keys first; keep its exact rules
+        # The canonical codec stringifies keys first (``str(True)`` is "True"; the C
+        # encoder would write "true"), at every depth: only all-str keys, all the way
+        # down, go to the C encoder.
+        _check_dict(v)
         return _enc_container(v)
     if attrs.has(t):
         m = _MEMO.get(id(v))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
+import uuid
 from pathlib import Path
 
 import attrs
@@ -28,6 +30,7 @@ from evo_events import (
     register_upcaster,
     upcast,
 )
+from evo_events.codec import CodecError
 from evo_events.upcasters import UpcastError
 from evo_core.store.fastcodec import fast_chain_hash, fast_encode_payload
 
@@ -41,8 +44,9 @@ def json_values(finite: bool):
     floats = st.floats(allow_nan=not finite, allow_infinity=not finite)
     scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | floats | text
     containers = (lambda c: st.lists(c, max_size=4) | st.dictionaries(text, c, max_size=4))
-    if not finite:
-        containers = (lambda c: st.lists(c, max_size=4) | st.tuples(c, c) | st.dictionaries(text, c, max_size=4))
+    if not finite:  # also keys the canonical codec must stringify, at any depth
+        keys = text | st.integers(-3, 3) | st.booleans() | st.none() | st.floats(-2, 2)
+        containers = (lambda c: st.lists(c, max_size=4) | st.tuples(c, c) | st.dictionaries(keys, c, max_size=4))
     return st.recursive(scalars, containers, max_leaves=12)
 
 
@@ -80,6 +84,55 @@ def events(finite: bool):
 @given(events(finite=False))
 def test_fast_codec_is_byte_identical_to_the_canonical_codec(ev):
     assert fast_encode_payload(ev) == encode_payload(ev)
+
+
+class _Colour(enum.Enum):
+    RED = "red"
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+class _Tag(str):
+    pass
+
+
+# Values orjson writes but the canonical codec writes differently or rejects: the fast
+# codec must give the canonical bytes or the canonical error, never orjson's own answer.
+AWKWARD = [
+    1e-05, -2.5e-07, 5e-324, 9.999999999999999e-05, 1e-4, 0.0, -0.0, 1e16, 1e22, 123456.789,
+    2**63, -(2**63), 2**64, -(2**63) - 1, 10**30,
+    uuid.UUID(int=7), _Colour.RED, _Level.HIGH, _Tag("x"), {_Tag("k"): 1}, {1: "int key"}, {True: 1},
+    [1e-05], (1, [2, {"x": 3e-06}]), {"nested": {"tiny": 1e-9, "ok": 0.5}}, float("nan"), float("inf"),
+    "\ud800 lone surrogate", "\x00\x1f\x7f\u2028 é 😀", object(),
+]
+
+
+@pytest.mark.parametrize("value", AWKWARD, ids=repr)
+def test_fast_codec_gives_the_canonical_answer_for_awkward_values(value):
+    for ev in (RolloutCompleted(run_id="r", event_id="e", step=1, task_id="t", group_id="g", policy_version=0,
+                                reward=value if type(value) is float else 0.5, signals={"v": value}),
+               StepCompleted(run_id="r", event_id="e", step=1, policy_version=1, harness_version=0,
+                             metrics={"m": value})):
+        try:
+            want = encode_payload(ev)
+        except CodecError as exc:
+            with pytest.raises(CodecError) as got:
+                fast_encode_payload(ev)
+            assert str(got.value) == str(exc)
+        else:
+            assert fast_encode_payload(ev) == want
+
+
+def test_fast_codec_takes_the_orjson_path_for_plain_events():
+    from evo_core.store import fastcodec
+
+    ev = RolloutCompleted(run_id="r", event_id="e", step=1, task_id="t", group_id="g", policy_version=0, reward=1.0,
+                          signals={"answer_count": 2, "entropy": 0.25, "hedged": True, "path": ["a", "b"]})
+    if fastcodec._orjson is None:
+        pytest.skip("orjson is not installed")
+    assert fastcodec.first_path(RolloutCompleted)(ev) == encode_payload(ev)
 
 
 @settings(max_examples=100, deadline=None)
