@@ -166,15 +166,17 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
     ev_ids.extend(e.event_id for e in reached.values() if isinstance(e, RolloutCompleted))
     seen: set[str] = set()
     evidence_idx: list[int] = []
+    missing_evidence = 0  # cited ids the log does not hold (a cited diagnosis is not missing)
     for eid in ev_ids:
         if eid in seen:
             continue
         seen.add(eid)
         j = index.index_of(eid, near=at)
-        if j is not None and index.records[j].type == RolloutCompleted.TYPE:
+        if j is None:
+            missing_evidence += 1
+        elif index.records[j].type == RolloutCompleted.TYPE:
             evidence_idx.append(j)
     evidence_idx.sort()
-    missing_evidence = len(seen) - len(evidence_idx)
     evidence: list[dict[str, Any]] = []
     blob_problems: list[tuple[int, str]] = []
     for j in evidence_idx[:max_evidence]:
