@@ -208,8 +208,8 @@ class EsBackend:
                         payload = fast_encode_payload(ev)
                     prev = step(prev, stream_part, v, part, payload)
                     eid = ev.event_id
-                    if not eid.isalnum() and (" " in eid or "\n" in eid):
-                        raise StoreError(f"event id {eid!r} contains whitespace")
+                    if eid.__class__ is not str or (not eid.isalnum() and (" " in eid or "\n" in eid)):
+                        raise StoreError(f"event id {eid!r} must be a string without whitespace")
                     head = b"%s%s%s" % (prev, mid, eid.encode("utf-8"))  # see pack_state
                     add((oid_key, v, topic, b"%s %08x\n%s" % (head, crc(head), payload)))
                 all_rows.extend(out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from evo_events import GENESIS, RunStarted, StepCompleted, chain_hash
@@ -168,3 +169,15 @@ def test_follow_sees_new_events_in_global_order(store):
     assert seen == [("run-b", 1), ("run-b", 2), ("run-a", 3)]
     only_a = [r.version for r in store.follow(0, poll_interval=0.01, stop=lambda: True, stream="run-a")]
     assert only_a == [1, 2, 3]
+
+
+@pytest.mark.parametrize("bad_id", ["has space", "two\nlines", 17])
+def test_an_event_id_the_row_header_cannot_hold_is_refused_and_nothing_written(durable_url, bad_id):
+    store = open_store(durable_url)  # the memory backend keeps objects: no row header to protect
+    store.append("run-a", _steps("a", 2), expected_version=0)
+    batch = _steps("a", 3, 3)
+    batch[1] = attrs.evolve(batch[1], event_id=bad_id)
+    with pytest.raises(StoreError, match="event id"):
+        store.append("run-a", batch, expected_version=2)
+    assert store.stream_version("run-a") == 2 and store.verify().ok
+    store.close()
