@@ -97,6 +97,22 @@ PRIVATE_TMPS = ("/tmp", "/var/tmp", "/dev/shm")  # fresh, writable, private per 
 VISIBLE_TOP = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys", "tmp")
 
 
+MS_NOEXEC = 8
+
+
+def _private_proc():
+    """A fresh procfs over /proc in this mount namespace, in which a non-root uid sees only
+    its own processes (``hidepid``): a program cannot read the trainer's or anyone else's
+    command line or status. Returns what the job sees."""
+    for option in ("hidepid=invisible", "hidepid=2"):  # the name since Linux 5.8, the number before
+        try:
+            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, option)
+            return "own processes only"
+        except OSError as exc:
+            err = exc
+    return "all processes (%s)" % err
+
+
 def _hidden_tops():
     out = []
     for n in sorted(os.listdir("/")):
@@ -233,6 +249,9 @@ class Worker:
             try:
                 self._worker_mounts()
                 iso["mounts"] = "private"
+                iso["proc"] = self.proc_view
+                if self.proc_view != "own processes only":
+                    iso["warnings"].append("/proc shows other processes (command lines included): %s" % self.proc_view)
             except OSError as exc:
                 iso["mounts"] = "host"
                 iso["warnings"].append("filesystem isolation DEGRADED: %s; /tmp is shared with the host" % exc)
@@ -470,6 +489,7 @@ class Worker:
                 open(path, "a").close()
             _mount("/proc/self/fd/%d" % fd, path, None, MS_BIND | MS_REC)
             os.close(fd)
+        self.proc_view = _private_proc()
         if workdir:
             os.chdir(workdir)
 

@@ -319,6 +319,33 @@ def test_cannot_read_or_write_outside(local_sandbox, tmp_path):
         os.rmdir(hidden_dir)
 
 
+@pytest.mark.parametrize("per_job_namespace", [False, True])
+def test_proc_shows_only_the_jobs_own_processes(local_sandbox, tmp_path, per_job_namespace):
+    # The trainer's command line (URLs, tokens) and every other process stay out of sight.
+    code = textwrap.dedent(
+        f"""
+        import os
+        pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+        print(pids == [os.getpid()], {os.getpid()} in pids)
+        try:
+            print('READ', open('/proc/{os.getpid()}/cmdline').read()[:40])
+        except OSError as e:
+            print('denied', type(e).__name__)
+        """
+    )
+    workdir = tmp_path if per_job_namespace else None  # a workdir takes the per-job mount namespace
+    r = local_sandbox.run(RunRequest(code=code, workdir=str(workdir) if workdir else None))
+    assert r.ok, r
+    assert r.stdout.splitlines()[0] == "True False" and "READ" not in r.stdout, r.stdout
+    assert local_sandbox.isolation["proc"] == "own processes only"
+
+
+def test_control_proc_shows_the_host_without_the_mount_namespace():
+    with LocalSandbox(1, mount_namespace=False) as sb:
+        r = sb.run(RunRequest(code=f"import os\nprint(os.path.exists('/proc/{os.getpid()}'))"))
+    assert r.stdout == "True\n"  # so the test above is testing something
+
+
 # --- infrastructure failures --------------------------------------------------------------
 
 
