@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import queue
-import threading
 import time
 import uuid
 import zlib
@@ -69,12 +67,6 @@ DEFAULT_TABLE = "evo_events"
 # reads (checkout, runs) skip the rollouts without decoding them.
 BULK_TYPE = "evo.RolloutCompleted"
 PAGE = 5000
-PIPELINE_MIN = 512  # events; with pipelining on, smaller batches are still inserted inline
-_ABORT = object()
-
-
-class _Aborted(Exception):
-    """The producer of a pipelined append failed; the writer rolls back."""
 
 
 def stream_uuid(stream: str) -> uuid.UUID:
@@ -145,9 +137,7 @@ class EsBackend:
 
     def append_chunks(self, stream: str, expected_version: int, size: int, chunks: Iterator[list[tuple]]) -> AppendResult:
         """Append one batch handed over as encoded chunks (lists of ``(type,
-        schema_version, payload, hash, event_id)``), in one transaction. The chunks are
-        produced lazily by the facade, so with SQLite's ``?pipeline=1`` the database work
-        of one chunk overlaps the encoding of the next."""
+        schema_version, payload, hash, event_id)``), in one transaction."""
         now = time.time()
         ts = b"%.6f" % now
         oid = stream_uuid(stream)
@@ -359,7 +349,7 @@ class EsSnapshots:
 
 
 def open_sqlite_backend(path: str, url: str, *, synchronous: str = "FULL", table: str = DEFAULT_TABLE,
-                        lock_timeout: int = 30, pipeline: bool = False):
+                        lock_timeout: int = 30):
     """(EsBackend, EsSnapshots) over the SQLite file at ``path``."""
     import sqlite3
 
@@ -383,50 +373,8 @@ def open_sqlite_backend(path: str, url: str, *, synchronous: str = "FULL", table
 
         def insert_chunks(self, oid, stream, chunks, new_stream, size):
             # One IMMEDIATE transaction (the write lock up front, so the rowids of this batch
-            # are consecutive and no reader sees part of it), executemany per chunk. With
-            # ``?pipeline=1`` a writer thread runs the inserts of big batches: sqlite3 releases
-            # the GIL inside SQLite, so inserting chunk k overlaps encoding chunk k+1. Off by
-            # default: on a busy machine with few cores it measured slower, not faster.
-            if not pipeline or size < PIPELINE_MIN:
-                return self._insert(oid, stream, chunks, new_stream)
-            q: queue.Queue = queue.Queue(maxsize=8)
-            box: dict[str, Any] = {}
-
-            def feed():
-                while True:
-                    item = q.get()
-                    if item is None:
-                        return
-                    if item is _ABORT:
-                        raise _Aborted()
-                    yield item
-
-            def writer():
-                try:
-                    box["positions"] = self._insert(oid, stream, feed(), new_stream)
-                except BaseException as exc:  # handed to the caller below
-                    box["error"] = exc
-                    if not isinstance(exc, _Aborted):
-                        while q.get() not in (None, _ABORT):  # let the producer finish
-                            pass
-
-            t = threading.Thread(target=writer, name="evo-sqlite-append", daemon=True)
-            t.start()
-            try:
-                for rows in chunks:
-                    if "error" in box:
-                        break
-                    q.put(rows)
-            except BaseException:
-                q.put(_ABORT)
-                t.join()
-                raise
-            q.put(None)
-            t.join()
-            err = box.get("error")
-            if err is not None:
-                raise err
-            return box["positions"]
+            # are consecutive and no reader sees part of it), one executemany per chunk.
+            return self._insert(oid, stream, chunks, new_stream)
 
         def _insert(self, oid, stream, chunks, new_stream) -> range:
             n = 0

@@ -1,8 +1,7 @@
 """``sqlite:///path`` stores: events on the eventsourcing SQLite recorder, blobs as files.
 
 URL forms: ``sqlite:///relative/path.sqlite``, ``sqlite:////absolute/path.sqlite``;
-query options ``?synchronous=full|normal`` (default ``full``, see docs/store.md) and
-``?pipeline=1`` (insert big batches from a writer thread while the next chunk is encoded).
+query option ``?synchronous=full|normal`` (default ``full``, see docs/store.md).
 
 Durability: WAL journal. With ``synchronous=FULL`` (the default) every committed batch is
 fsynced before ``append`` returns, so it survives a process crash *and* power loss or an
@@ -36,10 +35,10 @@ def sqlite_path(url: str) -> tuple[str, dict[str, str]]:
     if path == ":memory:" or "mode=memory" in url:
         raise StoreError(f"SQLite store URL {url!r}: in-memory SQLite is not supported; use memory:// instead")
     opts = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    unknown = set(opts) - {"synchronous", "pipeline"}
+    unknown = set(opts) - {"synchronous"}
     if unknown:
         raise StoreError(f"SQLite store URL {url!r}: unknown option(s) {', '.join(sorted(unknown))} "
-                         "(known: synchronous, pipeline)")
+                         "(known: synchronous)")
     return path, opts
 
 
@@ -57,9 +56,5 @@ def open_sqlite(url: str) -> EventStore:
         p.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"SQLite store {url!r}: cannot create {str(p.parent)!r}: {exc.strerror}") from None
-    pipe = opts.get("pipeline", "0").lower()
-    if pipe not in ("0", "1", "true", "false", "yes", "no"):
-        raise StoreError(f"SQLite store URL {url!r}: pipeline must be 0 or 1")
-    backend, snapshots = open_sqlite_backend(os.fspath(p), url, synchronous=SYNC_MODES[sync],
-                                             pipeline=pipe in ("1", "true", "yes"))
+    backend, snapshots = open_sqlite_backend(os.fspath(p), url, synchronous=SYNC_MODES[sync])
     return EventStore(backend, FileBlobStore(p.parent / "blobs"), snapshots)
