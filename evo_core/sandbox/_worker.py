@@ -400,6 +400,10 @@ class Worker:
         # Everything the worker holds goes to the permanent GC generation, so a collection
         # in the child never walks (and copy-on-write duplicates) the inherited heap.
         gc.freeze()
+        # The children's std streams are installed in the worker: nothing the worker may
+        # have written to them (to /dev/null here) may reach a program's output.
+        sys.stdout.flush()
+        sys.stderr.flush()
         pid = os.fork()
         if pid == 0:  # child: never returns
             try:
