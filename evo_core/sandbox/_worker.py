@@ -44,10 +44,12 @@ _PRELOAD = "math collections itertools functools heapq bisect".split()
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 UID_BASE, UID_SPAN = 231000, 4000
 OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory")
+
+
 def _rmtree(path):
     """Remove ``path`` and everything under it, never following a link a program planted
     (nor crossing into another filesystem)."""
@@ -95,9 +97,6 @@ PRIVATE_TMPS = ("/tmp", "/var/tmp", "/dev/shm")  # fresh, writable, private per 
 # empty tmpfs, so datasets, checkouts and secrets elsewhere are invisible. The
 # interpreter's own installation, the job's workdir and ``expose_paths`` are bound back.
 VISIBLE_TOP = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys", "tmp")
-
-
-MS_NOEXEC = 8
 
 
 def _private_proc():
@@ -247,11 +246,10 @@ class Worker:
         self.host_mnt_fd = self.priv_mnt_fd = None
         if self.cfg.get("mountns", True) and os.geteuid() == 0:
             try:
-                self._worker_mounts()
+                iso["proc"] = self._worker_mounts()
                 iso["mounts"] = "private"
-                iso["proc"] = self.proc_view
-                if self.proc_view != "own processes only":
-                    iso["warnings"].append("/proc shows other processes (command lines included): %s" % self.proc_view)
+                if iso["proc"] != "own processes only":
+                    iso["warnings"].append("/proc shows other processes (command lines included): %s" % iso["proc"])
             except OSError as exc:
                 iso["mounts"] = "host"
                 iso["warnings"].append("filesystem isolation DEGRADED: %s; /tmp is shared with the host" % exc)
@@ -284,13 +282,15 @@ class Worker:
         """The fast path: this worker's own mount namespace, set up once, with private
         /tmp, /var/tmp, /dev/shm and /root, /home hidden. Plain jobs fork straight into
         it; after each job the private temp dirs are wiped. Jobs that need host paths
-        (workdir / hide / expose) switch back to the host namespace and get one per job."""
+        (workdir / hide / expose) switch back to the host namespace and get one per job.
+        Returns what a job sees in /proc."""
         self.host_mnt_fd = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-        self._private_mounts(None, (), ())
+        proc_view = self._private_mounts(None, (), ())
         self.priv_mnt_fd = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         self.priv_root = "/tmp/evo-jobs"
         os.makedirs(self.priv_root, exist_ok=True)
         os.chmod(self.priv_root, 0o711)
+        return proc_view
 
     def _wipe_private_tmps(self):
         for top in PRIVATE_TMPS:
@@ -464,6 +464,8 @@ class Worker:
         _exec_python(job["code"], extra_env)
 
     def _private_mounts(self, workdir, hide_paths, expose_paths, argv_paths=()):
+        """Enter a new mount namespace with the host hidden (see VISIBLE_TOP); returns what
+        a job sees in /proc."""
         _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         hidden = [(p, "0755") for p in (*_hidden_tops(), *hide_paths) if os.path.isdir(p)]
@@ -493,9 +495,10 @@ class Worker:
                 open(path, "a").close()
             _mount("/proc/self/fd/%d" % fd, path, None, MS_BIND | MS_REC)
             os.close(fd)
-        self.proc_view = _private_proc()
+        proc_view = _private_proc()
         if workdir:
             os.chdir(workdir)
+        return proc_view
 
     def _rlimit_plan(self, lim):
         """[(resource, (soft, hard))] for a job, computed before the fork (the child only

@@ -32,6 +32,7 @@ from typing import Any, Callable
 import attrs
 
 from evo_events import Event, encode_payload
+from evo_core.store.records import StoreError
 
 try:  # the C string encoder; json falls back to the Python one if it is missing
     from _json import encode_basestring as _enc_str  # type: ignore[import-not-found]
@@ -228,18 +229,6 @@ def _check_dict(d: dict) -> None:
 def _json_value(v: Any) -> Any:
     """``v`` as orjson should see it (attrs instances as dicts), or ``_Fallback``."""
     t = v.__class__
-    if t in _EXACT:
-        return v
-    if t is float:
-        if -1e-4 < v < 1e-4 and v != 0.0:
-            raise _Fallback()
-        return v
-    if t is dict:
-        _check_dict(v)
-        return v
-    if t is tuple or t is list:
-        _check_values(v)
-        return v
     if attrs.has(t):
         d = {a.name: _json_value(getattr(v, a.name)) for a in attrs.fields(t)}
         if t not in _ENCODERS:
@@ -249,7 +238,8 @@ def _json_value(v: Any) -> Any:
                 _DICT_MEMO.clear()
             _DICT_MEMO[id(v)] = (v, d)  # holding v keeps its id from being reused
         return d
-    raise _Fallback()
+    _check_values((v,))
+    return v
 
 
 _DICT_MEMO: dict[int, tuple[Any, dict]] = {}
@@ -284,9 +274,8 @@ def _orjson_field(annotation: Any, v: str) -> tuple[str, list[str], str]:
     attrs_class = ann[:1].isupper() and "[" not in ann
     optional_attrs = ann.startswith("Optional[") and ann[9:10].isupper() and "[" not in ann[9:]
     if attrs_class or optional_attrs:  # an attrs value, usually the same object again (an Emitter): memo first
-        check = [f"if {v} is not None:"] if optional_attrs else ["if True:"]
-        return "", check + [f"    m = _memo_get(id({v}))",
-                            f"    {v} = m[1] if m is not None and m[0] is {v} else _json_value({v})"], v
+        memo = [f"m = _memo_get(id({v}))", f"{v} = m[1] if m is not None and m[0] is {v} else _json_value({v})"]
+        return "", ([f"if {v} is not None:"] + ["    " + line for line in memo]) if optional_attrs else memo, v
     return "", [f"{v} = _json_value({v})"], v
 
 
@@ -359,8 +348,6 @@ CHUNK = 1024  # events per executemany on the append path
 def chain_type_part(cls: type) -> bytes:
     """What ``chain_step`` hashes for an event class: its type name and schema version."""
     if not getattr(cls, "TYPE", None):
-        from evo_core.store.records import StoreError
-
         raise StoreError(f"{cls.__qualname__} is not a registered event type (use @event_type)")
     return b"%s\x1f%d" % (cls.TYPE.encode("utf-8"), cls.VERSION)
 
@@ -370,12 +357,3 @@ def chain_step(prev: bytes, stream_part: bytes, version: int, type_part: bytes, 
     bytes, the stream pre-encoded (``stream.encode() + b"\\x1f"``) and the type and schema
     version pre-encoded (``type.encode() + b"\\x1f" + str(schema_version).encode()``)."""
     return binascii.hexlify(hashlib.sha256(b"%s\x1f%s%d\x1f%s\x1f%s" % (prev, stream_part, version, type_part, payload)).digest())
-
-
-def fast_chain_hash(prev: str, stream_part: bytes, version: int, type_name: str, schema_version: int, payload: bytes) -> str:
-    """``evo_events.chain_hash`` with the stream name pre-encoded (``stream.encode() + b"\\x1f"``)."""
-    h = hashlib.sha256(
-        b"%s\x1f%s%d\x1f%s\x1f%d\x1f" % (prev.encode("ascii"), stream_part, version, type_name.encode("utf-8"), schema_version)
-    )
-    h.update(payload)
-    return h.hexdigest()
