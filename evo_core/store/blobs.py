@@ -24,8 +24,13 @@ class BlobStore(Protocol):
     def exists(self, digest: str) -> bool: ...
 
     def check(self, digest: str) -> Optional[str]:
-        """None if the blob is present and intact, else what is wrong."""
-        ...
+        """None if the blob is present and intact, else what is wrong (every ``get``
+        verifies the digest, so reading it is the check)."""
+        try:
+            self.get(digest)
+        except BlobError as exc:
+            return str(exc)
+        return None
 
 
 def _digest(ref: BlobRef | str) -> str:
@@ -41,7 +46,7 @@ def get_json(blobs: BlobStore, ref: BlobRef | str) -> Any:
     return json.loads(blobs.get(ref))
 
 
-class MemoryBlobStore:
+class MemoryBlobStore(BlobStore):
     def __init__(self) -> None:
         self._data: dict[str, bytes] = {}
 
@@ -62,15 +67,8 @@ class MemoryBlobStore:
     def exists(self, digest: str) -> bool:
         return digest in self._data
 
-    def check(self, digest: str) -> Optional[str]:
-        try:
-            self.get(digest)
-        except BlobError as exc:
-            return str(exc)
-        return None
 
-
-class FileBlobStore:
+class FileBlobStore(BlobStore):
     """Blobs as files ``root/ab/cdef…``; written to a temp file then renamed, so a
     crash never leaves a half-written blob under its final name."""
 
@@ -115,10 +113,3 @@ class FileBlobStore:
 
     def exists(self, digest: str) -> bool:
         return self._path(digest).exists()
-
-    def check(self, digest: str) -> Optional[str]:
-        try:
-            self.get(digest)
-        except BlobError as exc:
-            return str(exc)
-        return None

@@ -40,7 +40,7 @@ from eventsourcing.persistence import PersistenceError as EsPersistenceError
 from eventsourcing.persistence import StoredEvent as EsStoredEvent
 
 from evo_events import GENESIS
-from evo_core.store.blobs import BlobError
+from evo_core.store.blobs import BlobError, BlobStore
 from evo_core.store.fastcodec import (
     CHUNK,
     FALLBACK_ERRORS,
@@ -597,7 +597,7 @@ def _open_postgres_locked(*, url: str, dbname: str, host: str, port: int, user: 
     return EsBackend(url, rec, snaps), EsSnapshots(snaps), blobs
 
 
-class PgBlobStore:
+class PgBlobStore(BlobStore):
     """Content-addressed blobs in a PostgreSQL table, so every machine of a run sees them.
 
     Write-once (``ON CONFLICT DO NOTHING``) and verified on every read."""
@@ -644,10 +644,3 @@ class PgBlobStore:
         with self._ds.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self._sql("SELECT 1 FROM {s}.{t} WHERE digest = %s"), (digest,))
             return curs.fetchone() is not None
-
-    def check(self, digest: str) -> Optional[str]:
-        try:
-            self.get(digest)
-        except BlobError as exc:
-            return str(exc)
-        return None
