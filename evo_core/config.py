@@ -36,7 +36,8 @@ class RunSection:
     name: str = "run"
     seed: int = 0
     steps: int = 100
-    harnesses: tuple[str, ...] = ("evolving",)  # one run per entry, same seed (fixed vs evolving)
+    harnesses: tuple[str, ...] = ("evolving",)  # harness arms (evo_core.arms), one run each, same seed and data
+    arm: str = ""  # the arm this resolved config is (set by for_arm)
     eval_every: int = 10  # held-out evaluation every N steps (and at the first and last step)
     eval_at_start: bool = True  # evaluate the starting checkpoint (step 0)
     checkpoint_dir: str = ".evo/checkpoints"  # resume checkpoints, one per committed step (older ones GC'd)
@@ -50,9 +51,12 @@ class RunSection:
 @attrs.frozen(kw_only=True)
 class TaskSection:
     domain: str = "arithmetic"
-    train: str = "generate://addition?digits=2&heldout=200&seed=0"
-    heldout: str = ""  # default: the train source with split="heldout"
-    heldout_limit: Optional[int] = None
+    train: str = "generate://addition?digits=2&validation=200&test=400&seed=0"
+    validation: str = ""  # what gates, backtests and diagnostics read; default: the train source, split "validation"
+    test: str = ""  # read by nothing but the report; default: the train source, split "test"
+    validation_limit: Optional[int] = None
+    test_limit: Optional[int] = None
+    reward: str = "verifier"  # "verifier" trains on the domain's verifier; "oracle" on its strict oracle (the reference)
     format: str = "auto"
     options: dict[str, Any] = attrs.Factory(dict)  # passed to the domain's ``configure`` when it has one
 
@@ -136,6 +140,7 @@ class EvalSection:
     temperature: float = 1.0
     greedy: bool = True  # also score the greedy completion
     max_new_tokens: int = 0  # 0: the RL setting
+    test_every: int = 0  # test-split evaluation every N steps for the report (0: with every validation eval)
 
 
 @attrs.frozen(kw_only=True)
@@ -154,11 +159,26 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return _unstructure(self)
 
+    @property
+    def mode(self) -> str:
+        return str(self.harness.get("mode", "evolving"))
+
+    def for_arm(self, arm: str) -> "RunConfig":
+        """This config as one run of harness arm ``arm`` (``evo_core.arms``): its overlay
+        deep-merged in. The result is the resolved config of that run."""
+        from evo_core.arms import ArmError, deep_merge, overlay
+
+        try:
+            over = overlay(arm)
+        except ArmError as exc:
+            raise ConfigError(str(exc)) from None
+        data = deep_merge(self.to_dict(), over)
+        data["run"] = {**data["run"], "harnesses": [arm], "arm": arm}
+        return config_from_dict(data)
+
     def for_harness(self, mode: str) -> "RunConfig":
-        """This config as one run with harness ``mode`` (the resolved config of that run)."""
-        h = dict(self.harness)
-        h["mode"] = mode
-        return attrs.evolve(self, run=attrs.evolve(self.run, harnesses=(mode,)), harness=_validate_harness(h))
+        """The plain ``fixed`` or ``evolving`` arm."""
+        return self.for_arm(mode)
 
     def config_hash(self) -> str:
         return config_hash(self.to_dict())
@@ -178,10 +198,11 @@ _ALLOWED = {
     ("policy", "kind"): ("tiny", "hf"),
     ("policy", "tiny", "arch"): ("llama", "qwen2"),
     ("policy", "dtype"): ("", "float32", "float16", "bfloat16"),
+    ("task", "reward"): ("verifier", "oracle"),
 }
 _POSITIVE = {("run", "steps"), ("rl", "prompts_per_step"), ("rl", "group_size"), ("rl", "max_new_tokens"),
              ("rl", "updates_per_step"), ("run", "eval_every"), ("sft", "batch_size")}
-MODES = ("fixed", "evolving")
+MODES = ("fixed", "evolving")  # what an arm's [harness] mode is
 
 
 def _type_name(tp: Any) -> str:
@@ -304,11 +325,13 @@ def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     if not isinstance(harness, Mapping):
         raise ConfigError(f"config key 'harness' must be a table, got {harness!r}")
     cfg = _structure(RunConfig, data, "")
-    for mode in cfg.run.harnesses:
-        if mode not in MODES:
-            raise ConfigError(f"config key 'run.harnesses' entries must be one of {', '.join(MODES)}, got {mode!r}")
+    from evo_core.arms import ARMS
+
+    for arm in cfg.run.harnesses:
+        if arm not in ARMS:
+            raise ConfigError(f"config key 'run.harnesses' entries must be harness arms ({', '.join(ARMS)}), got {arm!r}")
     if not cfg.run.harnesses:
-        raise ConfigError("config key 'run.harnesses' must list at least one harness mode")
+        raise ConfigError("config key 'run.harnesses' must list at least one harness arm")
     if cfg.policy.kind == "hf" and not cfg.policy.path:
         raise ConfigError("config key 'policy.path' is required when policy.kind = 'hf' (a local model directory)")
     return attrs.evolve(cfg, harness=_validate_harness(harness))

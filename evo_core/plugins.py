@@ -1,25 +1,36 @@
 """A typed facade over pluggy: loads the ``evo`` entry-point group, isolates failures.
 
-``EVO_DISABLE_PLUGINS=name1,name2`` switches named plugins off (entry-point names,
-or distribution names). A plugin that raises is recorded as a ``PluginFailure``
-(the loop logs it as ``PluginFailed``) and skipped; if it was required, the call
-raises ``RequiredPluginFailed`` so the run stops with a clear message.
+Every hook has a typed method here (``pm.task_weights(...)``, ``pm.gates()``, …), and every
+call goes through pluggy's own calling loop, so hook wrappers and ``tryfirst``/``trylast``
+work. Isolation is per implementation: each registered hook function is wrapped so that one
+that raises is recorded as a ``PluginFailure`` (the run logs it as ``PluginFailed``) and
+skipped, unless its plugin is required for the call, in which case ``RequiredPluginFailed``
+stops the run with a clear message.
+
+``EVO_DISABLE_PLUGINS=name1,name2`` switches named plugins off (entry-point names, or
+distribution names). A plugin that fails to load is kept in ``load_failures``: the CLI shows
+it, and a run logs it as ``PluginFailed`` before anything trains.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import importlib.metadata as md
 import os
 import traceback
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import attrs
 import pluggy
 
 from evo_core import hookspecs
 from evo_core.hookspecs import PROJECT
+from evo_events import Emitter, PluginFailed
 
 DISABLE_ENV = "EVO_DISABLE_PLUGINS"
+_REQUIRED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("evo_required_plugins", default=frozenset())
 
 
 class PluginError(RuntimeError):
@@ -43,8 +54,17 @@ class PluginFailure:
     hook: str
     error_type: str
     message: str
-    required: bool
+    required: bool = False
     traceback: str = ""
+
+    @classmethod
+    def of(cls, plugin: str, hook: str, exc: BaseException, tb: str = "", required: bool = False) -> "PluginFailure":
+        return cls(plugin, hook, type(exc).__name__, (str(exc) or tb or type(exc).__name__)[:2000], required, tb)
+
+    def to_event(self, run_id: str, step: Optional[int], emitted_by: Emitter) -> PluginFailed:
+        """The one place a ``PluginFailed`` event is built."""
+        return PluginFailed(run_id=run_id, plugin=self.plugin, hook=self.hook, error_type=self.error_type,
+                            message=self.message[:2000], required=self.required, step=step, emitted_by=emitted_by)
 
 
 @attrs.frozen
@@ -66,15 +86,20 @@ class PluginManager:
         self._pm = pluggy.PluginManager(PROJECT)
         self._pm.add_hookspecs(hookspecs)
         self._dists: dict[str, tuple[Optional[str], Optional[str]]] = {}
-        self.failures: list[PluginFailure] = []
+        self._sinks: list[list[PluginFailure]] = []
+        self.failures: list[PluginFailure] = []  # every failure of this manager's lifetime
         self.on_failure = on_failure
-        self.load_errors: list[str] = []
+        self.load_failures: list[PluginFailure] = []
         if load_entrypoints:
             self.load_entrypoints()
 
     @property
     def pluggy(self) -> pluggy.PluginManager:
         return self._pm
+
+    @property
+    def load_errors(self) -> list[str]:
+        return [f"plugin {f.plugin!r} failed to load: {f.error_type}: {f.message}" for f in self.load_failures]
 
     # -- loading ---------------------------------------------------------------------------
     def load_entrypoints(self) -> None:
@@ -89,12 +114,12 @@ class PluginManager:
                 continue
             try:
                 plugin = ep.load()
-                self._pm.register(plugin, name=ep.name)
+                self.register(plugin, name=ep.name)
             except Exception as exc:  # a broken plugin must not take the CLI down
-                self.load_errors.append(f"plugin {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}")
+                self.load_failures.append(PluginFailure.of(ep.name, f"load {ep.value}", exc,
+                                                           traceback.format_exc(limit=5)))
                 continue
             self._dists[ep.name] = (dist_name, dist.version if dist is not None else None)
-        self._register_event_types()
 
     def register(self, plugin: Any, name: Optional[str] = None) -> str:
         """Register a module or object (tests use this through the ``evo_plugin`` fixture)."""
@@ -102,101 +127,144 @@ class PluginManager:
             registered = self._pm.register(plugin, name=name)
         except ValueError as exc:
             raise PluginError(f"cannot register plugin {name or plugin!r}: {exc}") from exc
+        if registered is None:
+            raise PluginError(f"plugin {name or plugin!r} is blocked ({DISABLE_ENV})")
+        for caller in self._pm.get_hookcallers(self._pm.get_plugin(registered)) or ():
+            for impl in caller.get_hookimpls():
+                if impl.plugin_name == registered and not (impl.hookwrapper or impl.wrapper) \
+                        and not getattr(impl.function, "_evo_isolated", False):
+                    impl.function = self._isolated(impl.function, registered, caller.name)
         self._register_event_types()
         return registered
 
     def unregister(self, name: str) -> None:
         self._pm.unregister(name=name)
 
+    def _isolated(self, fn: Callable[..., Any], plugin: str, hook: str) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:
+                required = plugin in _REQUIRED.get()
+                failure = PluginFailure.of(plugin, hook, exc, traceback.format_exc(limit=20), required)
+                self._record(failure)
+                if required:
+                    raise RequiredPluginFailed(failure) from exc
+                return None
+
+        call._evo_isolated = True  # type: ignore[attr-defined]
+        return call
+
+    def _record(self, failure: PluginFailure) -> None:
+        self.failures.append(failure)
+        for sink in self._sinks:
+            sink.append(failure)
+        if self.on_failure is not None:
+            self.on_failure(failure)
+
+    @contextlib.contextmanager
+    def capture_failures(self) -> Iterator[list[PluginFailure]]:
+        """The failures recorded while the block runs (what a step turns into events)."""
+        sink: list[PluginFailure] = []
+        self._sinks.append(sink)
+        try:
+            yield sink
+        finally:
+            self._sinks.remove(sink)
+
+    @contextlib.contextmanager
+    def requiring(self, plugins: Sequence[str]) -> Iterator[None]:
+        """Within the block, a failure of one of ``plugins`` raises ``RequiredPluginFailed``."""
+        token = _REQUIRED.set(_REQUIRED.get() | frozenset(plugins))
+        try:
+            yield
+        finally:
+            _REQUIRED.reset(token)
+
     def _register_event_types(self) -> None:
         from evo_events.base import register
 
-        for cls in self.collect("evo_register_event_types"):
+        for cls in self._collect(self._pm.hook.evo_register_event_types()):
             if cls.TYPE.startswith("evo.") and cls.__module__.split(".")[0] not in ("evo_events", "evo_core"):
-                self.load_errors.append(f"event type {cls.TYPE!r} uses the reserved 'evo.' namespace")
+                self.load_failures.append(PluginFailure("?", "evo_register_event_types", "ReservedNamespace",
+                                                        f"event type {cls.TYPE!r} uses the reserved 'evo.' namespace"))
                 continue
             register(cls)
 
-    # -- calling ---------------------------------------------------------------------------
-    def call(self, hook: str, *, required: Iterable[str] = (), **kwargs: Any) -> list[Any]:
-        """Call every implementation of ``hook`` separately; a raising one is recorded and
-        skipped, unless its plugin name is in ``required``. Results in pluggy's order."""
-        caller = getattr(self._pm.hook, hook)
-        required = set(required)
-        results = []
-        for impl in reversed(caller.get_hookimpls()):  # pluggy calls LIFO / tryfirst first
-            args = {k: kwargs[k] for k in impl.argnames if k in kwargs}
-            try:
-                res = impl.function(**args)
-            except Exception as exc:
-                failure = PluginFailure(
-                    plugin=impl.plugin_name, hook=hook, error_type=type(exc).__name__,
-                    message=str(exc)[:2000], required=impl.plugin_name in required,
-                    traceback=traceback.format_exc(limit=20),
-                )
-                self.failures.append(failure)
-                if self.on_failure is not None:
-                    self.on_failure(failure)
-                if failure.required:
-                    raise RequiredPluginFailed(failure) from exc
-                continue
-            if res is not None:
-                results.append(res)
-        return results
-
-    def collect(self, hook: str, **kwargs: Any) -> list[Any]:
-        """Flatten the lists a provider hook returns."""
+    # -- providers -------------------------------------------------------------------------
+    @staticmethod
+    def _collect(results: Sequence[Any]) -> list[Any]:
         out: list[Any] = []
-        for res in self.call(hook, **kwargs):
-            out.extend(res)
+        for res in results:
+            out.extend(res or ())
         return out
 
-    def plugin_of(self, hook: str, obj_name: str) -> Optional[str]:
-        """Which plugin provides the object called ``obj_name`` through ``hook``."""
-        caller = getattr(self._pm.hook, hook)
-        for impl in caller.get_hookimpls():
-            try:
-                for o in impl.function() or ():
-                    if getattr(o, "name", None) == obj_name:
-                        return impl.plugin_name
-            except Exception:
-                continue
-        return None
-
-    # -- typed providers -------------------------------------------------------------------
-    def _by_name(self, hook: str, **kwargs: Any) -> dict[str, Any]:
+    def _by_name(self, results: Sequence[Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for obj in self.collect(hook, **kwargs):
+        for obj in self._collect(results):
             out.setdefault(obj.name, obj)  # the first registered (highest priority) wins
         return out
 
     def domains(self) -> dict[str, Any]:
-        return self._by_name("evo_register_domains")
+        return self._by_name(self._pm.hook.evo_register_domains())
 
     def diagnostics(self) -> dict[str, Any]:
-        return self._by_name("evo_register_diagnostics")
+        return self._by_name(self._pm.hook.evo_register_diagnostics())
 
     def interventions(self) -> dict[str, Any]:
-        return self._by_name("evo_register_interventions")
+        return self._by_name(self._pm.hook.evo_register_interventions())
 
     def proposers(self) -> dict[str, Any]:
-        return self._by_name("evo_register_proposers")
+        return self._by_name(self._pm.hook.evo_register_proposers())
 
     def backtesters(self) -> dict[str, Any]:
-        return self._by_name("evo_register_backtesters")
+        return self._by_name(self._pm.hook.evo_register_backtesters())
 
     def gates(self) -> dict[str, Any]:
-        return self._by_name("evo_register_gates")
+        return self._by_name(self._pm.hook.evo_register_gates())
 
     def sinks(self, config: Mapping[str, Any]) -> list[Any]:
-        return self.collect("evo_register_sinks", config=config)
+        return self._collect(self._pm.hook.evo_register_sinks(config=config))
+
+    def register_commands(self, app: Any) -> None:
+        self._pm.hook.evo_register_commands(app=app)
 
     def domain(self, name: str) -> Any:
         found = self.domains()
         if name not in found:
             have = ", ".join(sorted(found)) or "none"
-            raise PluginError(f"no domain {name!r} is installed (installed: {have}); e.g. pip install evo-plugin-{name}")
+            broken = f"; {'; '.join(self.load_errors)}" if self.load_errors else ""
+            raise PluginError(f"no domain {name!r} is installed (installed: {have}); "
+                              f"e.g. pip install evo-plugin-{name}{broken}")
         return found[name]
+
+    def plugin_of(self, hook: str, obj_name: str) -> Optional[str]:
+        """Which plugin provides the object called ``obj_name`` through ``hook``."""
+        for impl in getattr(self._pm.hook, hook).get_hookimpls():
+            for o in impl.function() or ():
+                if getattr(o, "name", None) == obj_name:
+                    return impl.plugin_name
+        return None
+
+    # -- trainer hooks (in the order a step calls them) --------------------------------------
+    def task_weights(self, tasks: Sequence[Any], state: Any, step: int) -> list[Mapping[str, float]]:
+        return self._pm.hook.evo_task_weights(tasks=tasks, state=state, step=step)
+
+    def prompt_hints(self, task: Any, state: Any) -> list[str]:
+        return [h for h in self._pm.hook.evo_prompt_hint(task=task, state=state) if h]
+
+    def hyperparameters(self, params: Mapping[str, Any], state: Any, step: int) -> list[Mapping[str, Any]]:
+        return self._pm.hook.evo_hyperparameters(params=params, state=state, step=step)
+
+    def transform_rewards(self, batch: Any, state: Any) -> None:
+        self._pm.hook.evo_transform_rewards(batch=batch, state=state)
+
+    def filter_rollouts(self, batch: Any, state: Any) -> None:
+        self._pm.hook.evo_filter_rollouts(batch=batch, state=state)
+
+    def on_events(self, run_id: str, events: Sequence[Any]) -> None:
+        self._pm.hook.evo_on_events(run_id=run_id, events=events)
 
     # -- introspection ---------------------------------------------------------------------
     def info(self) -> list[PluginInfo]:

@@ -1,9 +1,14 @@
 """Harness state as a pure fold over a run's events.
 
 ``fold(events)`` builds it from scratch; ``apply(state, event)`` advances it by one
-event (the live loop uses the same function, so live state and replayed state
-cannot drift apart). ``to_dict``/``from_dict`` serialise it for snapshots, which are
-only a cache.
+event. The live loop uses the same function, so live state and replayed state cannot
+drift apart. ``to_dict``/``from_dict`` serialise it for snapshots, which are only a
+cache.
+
+This is *all* the memory the harness engine has: the main line (which checkpoint the
+policy gate admitted, and where its weights are), the do-not-repeat ledger with the
+evidence each rejection saw, when the last gate and promotion happened, which evaluations
+were gated, and which diagnoses are in force. A resumed harness is exactly this fold.
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import attrs
 import cattrs
 
 from evo_events import (
+    EvalCompleted,
     Event,
     FailureDiagnosed,
+    HarnessPassCompleted,
     InterventionProposed,
     InterventionReverted,
     PolicyUpdated,
@@ -49,6 +56,8 @@ class ActiveIntervention:
     targets: tuple[str, ...] = ()
     since_harness_version: int = 0
     skill_id: Optional[str] = None
+    step: int = 0  # when it was promoted
+    value: Optional[float] = None  # the targeted diagnosis' statistic when it was promoted
 
 
 @attrs.define
@@ -75,12 +84,39 @@ class Skill:
 
 
 @attrs.define
+class DiagnosisRecord:
+    """What the gates need of a ``FailureDiagnosed`` while it is in force."""
+
+    event_id: str
+    step: int
+    kind: str
+    severity: str
+    diagnostic: str
+    diagnostic_version: str
+    value: Optional[float] = None
+
+
+@attrs.define
+class MainLine:
+    """The checkpoint training keeps as its main line (what a rollback returns to)."""
+
+    policy_version: int = 0
+    step: int = 0
+    eval_id: Optional[str] = None  # the validation evaluation that admitted it
+    train_reward: Optional[float] = None  # its training reward when admitted
+    checkpoint: Optional[dict[str, Any]] = None  # BlobRef fields of its weights
+    digest: str = ""
+
+
+@attrs.define
 class HarnessState:
     run_id: str = ""
     mode: str = "evolving"
     harness_version: int = 0
-    policy_version: int = 0
+    policy_version: int = 0  # the version of the weights training is on now
+    max_policy_version: int = 0  # the highest version ever named (a restore names a new one)
     main_policy_version: int = 0  # the last checkpoint a policy gate promoted
+    main: MainLine = attrs.Factory(MainLine)
     step: int = 0  # last completed step
     position: int = 0  # stream version of the last event folded in
     status: str = "new"  # new | running | completed | failed | stopped
@@ -92,12 +128,19 @@ class HarnessState:
     ledger: list[LedgerEntry] = attrs.Factory(list)
     proposals: dict[str, dict[str, Any]] = attrs.Factory(dict)
     diagnosis_counts: dict[str, int] = attrs.Factory(dict)
+    rejected: dict[str, float] = attrs.Factory(dict)  # fingerprint -> evidence value when rejected
+    active_diagnoses: list[DiagnosisRecord] = attrs.Factory(list)
+    gated_evals: list[str] = attrs.Factory(list)  # validation evals a policy gate decided on
+    last_gate_step: int = 0
+    last_promotion_step: Optional[int] = None
+    passes: int = 0  # harness passes completed
+    pending_diagnoses: dict[str, DiagnosisRecord] = attrs.Factory(dict)  # this pass's, until it completes
 
     def active_interventions(self, name: Optional[str] = None) -> list[ActiveIntervention]:
         return [i for i in self.interventions.values() if name is None or i.name == name]
 
     def rejected_fingerprints(self) -> set[str]:
-        return {e.fingerprint for e in self.ledger if e.decision == "rejected" and e.fingerprint}
+        return set(self.rejected)
 
     def to_dict(self) -> dict[str, Any]:
         return _conv.unstructure(self)
@@ -121,10 +164,16 @@ def _initial_from_config(state: HarnessState, ev: RunStarted) -> None:
     harness = ev.config.get("harness", {}) if isinstance(ev.config, dict) else {}
     for name, params in (harness.get("diagnostics") or {}).items():
         params = dict(params or {})
+        if params.pop("enabled", True) is False:
+            continue
         version = str(params.pop("version", "1"))
         spec = params.pop("spec", None)
         state.diagnostics[name] = DiagnosticSetting(name, version, params, spec)
     state.gate_config = dict(harness.get("gates") or {})
+
+
+def _see_version(state: HarnessState, version: int) -> None:
+    state.max_policy_version = max(state.max_policy_version, version)
 
 
 def apply(state: HarnessState, ev: Event, position: Optional[int] = None) -> HarnessState:
@@ -133,21 +182,44 @@ def apply(state: HarnessState, ev: Event, position: Optional[int] = None) -> Har
         _initial_from_config(state, ev)
     elif isinstance(ev, StepCompleted):
         state.step = max(state.step, ev.step)
-        state.policy_version = max(state.policy_version, ev.policy_version)
+        state.policy_version = ev.policy_version
+        _see_version(state, ev.policy_version)
     elif isinstance(ev, PolicyUpdated):
-        state.policy_version = max(state.policy_version, ev.policy_version)
+        _policy_updated(state, ev)
+    elif isinstance(ev, EvalCompleted):
+        if ev.policy_version == 0 and ev.split in ("validation", "heldout") and ev.branch == "main" \
+                and state.main.eval_id is None and state.main.policy_version == 0:
+            state.main.eval_id = ev.event_id  # the starting checkpoint is the main line by definition
     elif isinstance(ev, FailureDiagnosed):
         state.diagnosis_counts[ev.kind] = state.diagnosis_counts.get(ev.kind, 0) + 1
+        value = ev.stats.get("value") if isinstance(ev.stats, dict) else None
+        state.pending_diagnoses[ev.event_id] = DiagnosisRecord(
+            ev.event_id, ev.step, ev.kind, ev.severity, ev.diagnostic, ev.diagnostic_version,
+            float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None)
+    elif isinstance(ev, HarnessPassCompleted):
+        state.passes += 1
+        if ev.diagnosed:
+            state.active_diagnoses = [state.pending_diagnoses[i] for i in ev.active if i in state.pending_diagnoses]
+        state.pending_diagnoses = {}
     elif isinstance(ev, InterventionProposed):
         state.proposals[ev.event_id] = {
             "kind": ev.kind, "name": ev.name, "params": dict(ev.params), "targets": list(ev.targets),
             "fingerprint": ev.fingerprint, "skill_id": ev.skill_id, "step": ev.step,
+            "diagnostic": dict(ev.diagnostic) if ev.diagnostic else None,
         }
     elif isinstance(ev, Promoted):
         _promote(state, ev)
     elif isinstance(ev, Rejected):
         state.ledger.append(LedgerEntry("rejected", ev.subject, ev.subject_id, ev.step, ev.harness_version,
                                         ev.gate, tuple(ev.reasons), ev.fingerprint, ev.event_id))
+        if ev.subject == "policy":
+            state.last_gate_step = ev.step
+            if ev.caused_by:
+                state.gated_evals.append(ev.caused_by[0])
+            _remember_start_reward(state, ev.figures)
+        elif ev.fingerprint:
+            value = ev.figures.get("evidence_value") if isinstance(ev.figures, dict) else None
+            state.rejected[ev.fingerprint] = float(value) if isinstance(value, (int, float)) else 0.0
     elif isinstance(ev, InterventionReverted):
         state.interventions.pop(ev.proposal_id, None)
         state.harness_version = ev.harness_version_after
@@ -163,6 +235,24 @@ def apply(state: HarnessState, ev: Event, position: Optional[int] = None) -> Har
     return state
 
 
+def _policy_updated(state: HarnessState, ev: PolicyUpdated) -> None:
+    if ev.target not in ("trainer", "restore"):
+        return  # a weight sync to a rollout server names no new weights
+    _see_version(state, ev.policy_version)
+    state.policy_version = ev.policy_version
+    if ev.step == 0 and ev.target == "trainer" and state.main.checkpoint is None and state.main.policy_version == 0:
+        # the starting checkpoint's weights: where a rollback to the start goes
+        state.main.checkpoint = attrs.asdict(ev.checkpoint) if ev.checkpoint is not None else None
+        state.main.digest = ev.digest
+
+
+def _remember_start_reward(state: HarnessState, figures: Any) -> None:
+    """The starting checkpoint's training reward, as the first policy gate measured it."""
+    reward = figures.get("main_train_reward") if isinstance(figures, dict) else None
+    if state.main.train_reward is None and state.main.policy_version == 0 and isinstance(reward, (int, float)):
+        state.main.train_reward = float(reward)
+
+
 def _promote(state: HarnessState, ev: Promoted) -> None:
     proposal = state.proposals.get(ev.subject_id, {})
     state.ledger.append(LedgerEntry("promoted", ev.subject, ev.subject_id, ev.step, ev.harness_version_after,
@@ -170,16 +260,30 @@ def _promote(state: HarnessState, ev: Promoted) -> None:
     state.harness_version = ev.harness_version_after
     if ev.subject == "policy":
         try:
-            state.main_policy_version = int(ev.subject_id)
+            version = int(ev.subject_id)
         except ValueError:
-            pass
+            return
+        _remember_start_reward(state, ev.figures)
+        state.main_policy_version = version
+        state.last_gate_step = ev.step
+        eval_id = ev.caused_by[0] if ev.caused_by else None
+        if eval_id:
+            state.gated_evals.append(eval_id)
+        reward = ev.figures.get("train_reward") if isinstance(ev.figures, dict) else None
+        state.main = MainLine(version, ev.step, eval_id, float(reward) if isinstance(reward, (int, float)) else None,
+                              attrs.asdict(ev.checkpoint) if ev.checkpoint is not None else None, ev.digest)
         return
+    state.last_promotion_step = ev.step
     if not proposal:
         return
     skill_id = proposal.get("skill_id")
     if skill_id and skill_id in state.skills:
         state.skills[skill_id].uses += 1
     params = proposal["params"]
+    if proposal.get("diagnostic"):
+        d = proposal["diagnostic"]
+        state.diagnostics[d["name"]] = DiagnosticSetting(d["name"], str(d.get("version", "spec-1")), {},
+                                                         d.get("spec"), ev.subject_id, ev.harness_version_after)
     if proposal["kind"] == "diagnostic":
         # params: {"diagnostic": name, "version": v, "params": {...}, "spec": {...} | None}
         name = params.get("diagnostic") or proposal["name"]
@@ -188,9 +292,10 @@ def _promote(state: HarnessState, ev: Promoted) -> None:
             params.get("spec"), ev.subject_id, ev.harness_version_after,
         )
     else:
+        value = ev.figures.get("target_value") if isinstance(ev.figures, dict) else None
         state.interventions[ev.subject_id] = ActiveIntervention(
             ev.subject_id, proposal["kind"], proposal["name"], dict(params), tuple(proposal["targets"]),
-            ev.harness_version_after, skill_id,
+            ev.harness_version_after, skill_id, ev.step, float(value) if isinstance(value, (int, float)) else None,
         )
 
 

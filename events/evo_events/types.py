@@ -33,6 +33,8 @@ __all__ = [
     "SkillRegistered",
     "SkillRetired",
     "PluginFailed",
+    "HarnessPassCompleted",
+    "TRAINER_KEYS",
     "SEVERITIES",
 ]
 
@@ -86,15 +88,19 @@ class RunFinished(Event):
 # --- the policy side ----------------------------------------------------------------------
 
 
-@event_type("evo.RolloutCompleted", version=2)
+@event_type("evo.RolloutCompleted", version=3)
 @attrs.frozen(kw_only=True)
 class RolloutCompleted(Event):
     """One sampled completion and its verdicts. ``event_id`` is the rollout id.
 
-    ``reward`` is the training verifier's reward *before* interventions; the
-    trainer's per-step metrics hold the transformed rewards. ``reward`` is None
-    and ``infra_error`` set when grading failed for infrastructure reasons.
-    ``strict_correct`` is the strict oracle's label where the rollout was audited.
+    ``reward`` is the training verifier's reward *before* interventions and
+    ``reward_final`` the reward training used (after interventions; None when masked
+    out). ``reward`` is None and ``infra_error`` set when grading failed for
+    infrastructure reasons. ``strict_correct`` is the strict oracle's label where
+    the rollout was audited. ``signals`` are the domain's own (whatever their names);
+    ``features`` are generic response features the core computes the same way for
+    every domain; ``train`` holds the trainer's per-rollout values (entropy,
+    advantage, whether the loss saw it, its index in the step's trajectory blob).
     """
 
     step: int
@@ -111,6 +117,13 @@ class RolloutCompleted(Event):
     response_preview: str = ""
     trajectory: Optional[BlobRef] = None
     signals: dict[str, Any] = attrs.Factory(dict)
+    reward_final: Optional[float] = None
+    features: dict[str, Any] = attrs.Factory(dict)
+    train: dict[str, Any] = attrs.Factory(dict)
+
+
+# Per-rollout values the trainer computed; v2 logs kept them among the domain's signals.
+TRAINER_KEYS = ("entropy", "advantage", "masked", "trajectory_index")
 
 
 @register_upcaster("evo.RolloutCompleted", 1)
@@ -123,13 +136,35 @@ def _rollout_v1_to_v2(data: dict) -> dict:
     return out
 
 
-@event_type("evo.StepCompleted", version=1)
+@register_upcaster("evo.RolloutCompleted", 2)
+def _rollout_v2_to_v3(data: dict) -> dict:
+    # v2 mixed the trainer's values into the domain's signals and had no generic features.
+    out = dict(data)
+    signals = dict(out.get("signals") or {})
+    out["train"] = {k: signals.pop(k) for k in TRAINER_KEYS if k in signals}
+    out["reward_final"] = signals.pop("reward_final", out.get("reward"))
+    out["signals"] = signals
+    out["features"] = {}
+    return out
+
+
+@event_type("evo.StepCompleted", version=2)
 @attrs.frozen(kw_only=True)
 class StepCompleted(Event):
+    """A step's update. ``resume_checkpoint`` is the absolute path and sha256 of the resume
+    checkpoint written before this step's events were committed (``--resume`` reads it from
+    here, so it works from any directory)."""
+
     step: int
     policy_version: int
     harness_version: int
     metrics: dict[str, Optional[float]]
+    resume_checkpoint: Optional[dict[str, str]] = None
+
+
+@register_upcaster("evo.StepCompleted", 1)
+def _step_v1_to_v2(data: dict) -> dict:
+    return {**data, "resume_checkpoint": None}
 
 
 @event_type("evo.PolicyUpdated", version=1)
@@ -175,7 +210,7 @@ class FailureDiagnosed(Event):
     message: str = ""
 
 
-@event_type("evo.InterventionProposed", version=1)
+@event_type("evo.InterventionProposed", version=2)
 @attrs.frozen(kw_only=True)
 class InterventionProposed(Event):
     """A typed, single-factor, reversible change. ``event_id`` is the proposal id.
@@ -184,7 +219,9 @@ class InterventionProposed(Event):
     hyperparameter, prompt_hint, diagnostic, verifier); ``name`` the
     intervention plugin; ``targets`` the diagnosis kinds it claims to fix;
     ``prediction`` its falsifiable claim; ``fingerprint`` identifies the
-    proposal for the do-not-repeat ledger.
+    proposal for the do-not-repeat ledger. ``diagnostic`` (optional) is a data-only
+    diagnostic ``{"name", "version", "spec"}`` that the proposal installs together with its
+    repair: the evidence-induced spec that the repair acts on.
     """
 
     step: int
@@ -197,6 +234,12 @@ class InterventionProposed(Event):
     proposer: str = ""
     fingerprint: str = ""
     skill_id: Optional[str] = None
+    diagnostic: Optional[dict[str, Any]] = None
+
+
+@register_upcaster("evo.InterventionProposed", 1)
+def _proposed_v1_to_v2(data: dict) -> dict:
+    return {**data, "diagnostic": None}
 
 
 @attrs.frozen(kw_only=True)
@@ -223,10 +266,14 @@ class BacktestFailed(_BacktestResult):
     pass
 
 
-@event_type("evo.Promoted", version=1)
+@event_type("evo.Promoted", version=2)
 @attrs.frozen(kw_only=True)
 class Promoted(Event):
-    """A gate promoted a proposal (``subject="intervention"``) or a checkpoint (``"policy"``)."""
+    """A gate promoted a proposal (``subject="intervention"``) or a checkpoint (``"policy"``).
+
+    A promoted checkpoint becomes the main line: ``checkpoint`` is its weights (and
+    optimizer state) in the blob store and ``digest`` the weights' digest, so a rollback or a
+    resume restores exactly that policy."""
 
     subject: str
     subject_id: str
@@ -238,6 +285,13 @@ class Promoted(Event):
     plugin_versions: dict[str, str] = attrs.Factory(dict)
     skill_id: Optional[str] = None
     figures: dict[str, Any] = attrs.Factory(dict)
+    checkpoint: Optional[BlobRef] = None
+    digest: str = ""
+
+
+@register_upcaster("evo.Promoted", 1)
+def _promoted_v1_to_v2(data: dict) -> dict:
+    return {**data, "checkpoint": None, "digest": ""}
 
 
 @event_type("evo.Rejected", version=1)
@@ -296,3 +350,19 @@ class PluginFailed(Event):
     message: str
     required: bool = False
     step: Optional[int] = None
+
+
+@event_type("evo.HarnessPassCompleted", version=1)
+@attrs.frozen(kw_only=True)
+class HarnessPassCompleted(Event):
+    """The harness finished its work for a step. It is committed in the same batch as the
+    step's events, so a step and its harness pass are durable together or not at all.
+    ``diagnosed`` says a diagnostic pass ran; ``active`` lists the diagnoses it left in force
+    (what the validity gate reads until the next diagnostic pass)."""
+
+    step: int
+    harness_version: int
+    diagnosed: bool = False
+    active: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    proposals: int = 0
+    decisions: int = 0

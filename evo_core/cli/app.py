@@ -55,7 +55,7 @@ def _register_all() -> None:
     if os.environ.get("EVO_NO_PLUGIN_COMMANDS") != "1":
         from evo_core.plugins import get_plugin_manager
 
-        get_plugin_manager().call("evo_register_commands", app=app)
+        get_plugin_manager().register_commands(app)
 
 
 def fail(message: str, code: int = 2) -> "typer.Exit":

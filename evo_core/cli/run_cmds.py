@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
         store: Optional[str] = typer.Option(None, "--store", help="Event store URL (default: $EVO_STORE or sqlite:///.evo/evo.sqlite)."),
         set_: List[str] = typer.Option([], "--set", help="Override a config key: --set rl.lr=3e-4 (repeatable)."),
         resume: Optional[str] = typer.Option(None, "--resume", help="Continue this run from its last committed step."),
-        harness: Optional[str] = typer.Option(None, "--harness", help="Run only this harness: fixed or evolving."),
+        harness: Optional[str] = typer.Option(None, "--harness", help="Run only this harness arm (fixed, fixed+early-stop, reference, evolving, evolving/...)."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
         as_json: bool = typer.Option(False, "--json", help="Print the outcome of each run as JSON."),
     ) -> None:
@@ -31,8 +31,10 @@ def register(app: typer.Typer) -> None:
             cfg = load_config(config, set_)
         except ConfigError as exc:
             raise fail(str(exc))
-        if harness is not None and harness not in ("fixed", "evolving"):
-            raise fail(f"--harness must be fixed or evolving, got {harness!r}")
+        from evo_core.arms import ARMS
+
+        if harness is not None and harness not in ARMS:
+            raise fail(f"--harness must be one of {', '.join(ARMS)}, got {harness!r}")
         progress = None
         if cfg.run.progress and not no_progress:
             from evo_core.trainer.progress import RunProgress
@@ -41,7 +43,7 @@ def register(app: typer.Typer) -> None:
         st = open_store(store)
         try:
             if resume:
-                outcomes = [resume_run(cfg, st, resume, progress=progress)]
+                outcomes = [resume_run(cfg, st, resume, progress=progress, harness=harness)]
             else:
                 outcomes = run_all(cfg, st, harness=harness, progress=progress)
         except (RunError, ConfigError) as exc:
@@ -56,7 +58,7 @@ def register(app: typer.Typer) -> None:
             from rich.table import Table
 
             t = Table(title="runs")
-            for col in ("run", "status", "steps", "heldout strict", "greedy strict", "train reward", "harness v", "diagnoses"):
+            for col in ("run", "status", "steps", "validation strict", "greedy strict", "train reward", "harness v", "diagnoses"):
                 t.add_column(col)
             for r in rows:
                 ev = r.get("final_eval") or {}

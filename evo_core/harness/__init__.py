@@ -1,39 +1,28 @@
 """The co-evolving harness engine.
 
-The run loop builds one harness per run and calls it once per step:
+The run loop builds one engine per run and runs one pass per step, before the step is
+committed; the pass's events are appended in the same batch as the step's:
 
-    from evo_core.harness import build_harness
-    harness = build_harness(cfg["harness"], plugins, run_id=run_id, store=store)
-    ...
-    harness.on_step(StepContext(...))      # after the step's events are committed
-    harness.on_run_end(StepContext(..., final=True))
+    from evo_core.harness import PassInput, build_harness
+    engine = build_harness(cfg["harness"], plugins, run_id=run_id)
+    events = engine.run_pass(PassInput(step=..., state=..., evidence=..., evals=..., trainer=port))
 
-What the engine reads from the evidence (the trainer/domains provide it):
-- ``RolloutCompleted``: ``reward`` (training verifier, before interventions), ``correct``,
-  ``strict_correct`` on audited rollouts (``[harness.audit].rate``), ``truncated``,
-  ``length``, ``split``, ``group_id``, and ``signals`` — the standard diagnostics read
-  ``answer_count`` (numbers/final answers extracted), ``entropy`` (mean token entropy),
-  ``format_ok``, ``tool_calls``/``tool_errors``/``tool_call_names``, ``tests_modified``,
-  ``runner_config_modified``, ``git_history_access``, ``special_cased_inputs``.
-- ``EvalCompleted`` (branch "main", split "heldout") with ``metrics["strict_accuracy"]`` and
-  ``item_scores``: the policy gate runs on every one of them.
-- ``ctx.session`` (a ``TrainingSession``): forked for online backtests; ``checkpoint()`` /
-  ``restore()`` keep the main line when a policy candidate is rejected.
+What the engine reads from the evidence (the trainer and the domains provide it):
+- ``RolloutCompleted``: ``reward`` (training verifier, before interventions),
+  ``reward_final``, ``strict_correct`` on audited rollouts (``[harness.audit].rate``),
+  ``truncated``, ``length``, ``group_id``, the domain's ``signals`` (names it never assumes)
+  and the core's generic response ``features``;
+- ``EvalCompleted`` on the validation split (``metrics["strict_accuracy"]``, ``item_scores``):
+  the policy gate decides on each; test-split evaluations never reach it;
+- a ``TrainerPort`` (``evo_core.harness.ports``): forks for online backtests, and snapshots
+  of the weights a policy promotion makes the main line.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Union
 
-from evo_core.harness.config import (
-    Ablations,
-    AuditConfig,
-    BacktestConfig,
-    HarnessConfig,
-    HarnessConfigError,
-)
-from evo_core.harness.engine import ENGINE_VERSION, HarnessEngine, strict_metric
-from evo_core.harness.types import (
+from evo_core.api import (
     BacktestContext,
     BacktestOutcome,
     Candidate,
@@ -42,19 +31,23 @@ from evo_core.harness.types import (
     Proposal,
     ProposalContext,
     ProposalRejection,
+    strict_metric,
 )
-from evo_core.harness_api import Harness
+from evo_core.harness.config import Ablations, AuditConfig, BacktestConfig, HarnessConfig, HarnessConfigError
+from evo_core.harness.engine import ENGINE_VERSION, Catalog, HarnessEngine, PassInput, RecordedBacktests
+from evo_core.harness.window import EvidenceWindow
 
 __all__ = [
     "build_harness", "HarnessConfig", "HarnessConfigError", "BacktestConfig", "Ablations", "AuditConfig",
-    "HarnessEngine", "ENGINE_VERSION", "strict_metric", "Proposal", "ProposalContext", "ProposalRejection",
-    "BacktestContext", "BacktestOutcome", "Candidate", "GateContext", "GateDecision",
+    "HarnessEngine", "Catalog", "PassInput", "RecordedBacktests", "EvidenceWindow", "ENGINE_VERSION", "strict_metric",
+    "Proposal", "ProposalContext", "ProposalRejection", "BacktestContext", "BacktestOutcome", "Candidate",
+    "GateContext", "GateDecision",
 ]
 
 
-def build_harness(config: Union[HarnessConfig, Mapping[str, Any], None], plugins: Any, *, run_id: str, store: Any = None) -> Harness:
-    """Build the harness for one run. ``config`` is the ``[harness]`` table (or a parsed
-    ``HarnessConfig``); ``plugins`` a ``PluginManager``; ``store`` the run's event store
-    (read-only use: resume state, windows). Raises ``HarnessConfigError`` on bad config."""
+def build_harness(config: Union[HarnessConfig, Mapping[str, Any], None], plugins: Any, *, run_id: str) -> HarnessEngine:
+    """The engine for one run. ``config`` is the ``[harness]`` table (or a parsed
+    ``HarnessConfig``); ``plugins`` a ``PluginManager``. Raises ``HarnessConfigError`` on a
+    bad config."""
     cfg = HarnessConfig.from_dict(config or {})
-    return HarnessEngine(cfg, plugins, run_id=run_id, store=store)
+    return HarnessEngine(cfg, Catalog.from_plugins(plugins), run_id=run_id)

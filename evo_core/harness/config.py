@@ -20,7 +20,11 @@ config must never silently fall back to a default).
     [harness.ablations]
     no_revision = false
     [harness.audit]
-    rate = 0.25
+    rate = 0.05
+
+Tables of named plugins merge with the defaults: ``[harness.diagnostics.X]`` tunes (or adds)
+one diagnostic and leaves the others on; ``enabled = false`` switches one off; and
+``replace_diagnostics = true`` makes the configured set the whole set.
 """
 
 from __future__ import annotations
@@ -62,18 +66,27 @@ def _num(value: Any, where: str, lo: Optional[float] = None, hi: Optional[float]
 
 @attrs.frozen(kw_only=True)
 class BacktestConfig:
-    """Offline replay and the online control/treatment fork."""
+    """Offline replay and the online control/treatment fork.
+
+    The online A/B runs ``replicates`` pairs of branches (control and treatment of a pair
+    share their sampling seed) for ``k_steps`` each, and decides on the spread *between
+    pairs*, so training noise is in the interval, not only item noise: a t-interval over
+    the pairs' differences at ``confidence``. It passes when the targeted statistic falls
+    (the interval of its change lies below 0) and validation strict accuracy does not
+    fall by more than ``-min_effect`` (``min_effect = 0`` asks for an improvement)."""
 
     offline: bool = True
     online: bool = True
+    plan: tuple[str, ...] = ()  # backtesters in order; empty: every installed one, offline first
     k_steps: int = 10  # RL steps per branch in the online A/B
-    eval_limit: Optional[int] = None  # held-out items per branch (None: all)
+    replicates: int = 3  # pairs of branches (>= 2 puts training noise in the interval)
+    eval_limit: Optional[int] = None  # validation items per branch (None: all)
     min_n: int = 30  # paired items below which no decision is possible
-    confidence: float = 0.9  # two-sided bootstrap CI level
+    confidence: float = 0.9  # two-sided CI level
     n_boot: int = 2000
     regression_cap: float = 0.15  # max fraction of paired items that may get worse…
-    worse_margin: float = 0.0  # …by more than this (item scores averaged over samples are noisy)
-    min_effect: float = 0.0  # CI lower bound must exceed this
+    worse_margin: float = 0.25  # …by more than this (item scores averaged over samples are noisy)
+    min_effect: float = -0.03  # the accuracy CI's lower bound must exceed this (non-inferiority)
     fingerprint_check: bool = True  # the targeted diagnosis must fall in treatment
     min_precision: float = 0.7  # offline: a diagnostic/penalty must hit invalid rollouts…
     min_recall: float = 0.5
@@ -87,9 +100,16 @@ class BacktestConfig:
         for k in ("confidence", "regression_cap", "worse_margin", "min_precision", "min_recall", "max_false_positive"):
             if k in data:
                 _num(data[k], f"harness.backtest.{k}", 0.0, 1.0)
-        for k in ("k_steps", "min_n", "n_boot"):
+        for k in ("k_steps", "min_n", "n_boot", "replicates"):
             if k in data and (not isinstance(data[k], int) or isinstance(data[k], bool) or data[k] < 1):
                 raise HarnessConfigError(f"harness.backtest.{k} must be a positive integer, got {data[k]!r}")
+        if "min_effect" in data:
+            _num(data["min_effect"], "harness.backtest.min_effect", -1.0, 1.0)
+        if "plan" in data:
+            plan = data["plan"]
+            if isinstance(plan, str) or not isinstance(plan, (list, tuple)) or not all(isinstance(n, str) and n for n in plan):
+                raise HarnessConfigError(f"harness.backtest.plan must be a list of backtester names, got {plan!r}")
+            data["plan"] = tuple(plan)
         return cls(**data)
 
 
@@ -116,33 +136,34 @@ class AuditConfig:
     The trainer reads ``rate`` to decide which training rollouts to audit; the harness
     only uses the labels that are there."""
 
-    rate: float = 0.25
-    min_per_step: int = 8
+    rate: float = 0.05  # an oracle budget of a few percent of training rollouts
+    min_per_step: int = 0
+    regrade_rate: float = 0.05  # oracle re-grades an oracle_regrade repair may ask for, per step
     seed: int = 0
 
     @classmethod
     def from_dict(cls, data: Any) -> "AuditConfig":
         data = _table(data, "harness.audit")
         _check_keys(cls, data, "harness.audit")
-        if "rate" in data:
-            _num(data["rate"], "harness.audit.rate", 0.0, 1.0)
+        for k in ("rate", "regrade_rate"):
+            if k in data:
+                data[k] = float(_num(data[k], f"harness.audit.{k}", 0.0, 1.0))
+        if "min_per_step" in data and (not isinstance(data["min_per_step"], int) or isinstance(data["min_per_step"], bool)
+                                       or data["min_per_step"] < 0):
+            raise HarnessConfigError(f"harness.audit.min_per_step must be an integer >= 0, got {data['min_per_step']!r}")
         return cls(**data)
 
 
+# The generic diagnostics of the standard library. Flaw- and domain-specific ones are priors:
+# their plugins mark them ``prior = True`` and they join only with ``harness.priors = true``.
 DEFAULT_DIAGNOSTICS: dict[str, dict[str, Any]] = {
     "zero_variance_groups": {},
     "truncation_rate": {},
     "length_inflation": {},
     "entropy_collapse": {},
     "repetition_loops": {},
-    "format_violations": {},
-    "answer_hedging": {},
     "reward_oracle_gap": {},
     "reward_heldout_divergence": {},
-    "tool_errors": {},
-    "swe_test_tampering": {},
-    "swe_git_mining": {},
-    "code_special_casing": {},
 }
 
 DEFAULT_GATES: dict[str, dict[str, Any]] = {
@@ -163,12 +184,14 @@ class HarnessConfig:
     ledger_new_evidence: float = 0.25  # a rejected proposal returns only if its diagnosis grew by this fraction
     diagnostics: dict[str, dict[str, Any]] = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_DIAGNOSTICS.items()})
     gates: dict[str, dict[str, Any]] = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_GATES.items()})
-    proposers: dict[str, dict[str, Any]] = attrs.Factory(lambda: {"skills": {}, "rules": {}})
+    proposers: dict[str, dict[str, Any]] = attrs.Factory(lambda: {"skills": {}, "contrast": {}, "rules": {}})
     interventions: dict[str, dict[str, Any]] = attrs.Factory(dict)  # per-intervention default overrides
     backtest: BacktestConfig = attrs.Factory(BacktestConfig)
     skills_from: tuple[str, ...] = ()
     ablations: Ablations = attrs.Factory(Ablations)
     audit: AuditConfig = attrs.Factory(AuditConfig)
+    priors: bool = False  # warm priors: flaw-/domain-specific diagnostics and proposers join (cold: off)
+    replace_diagnostics: bool = False  # the configured diagnostics are the whole set (no defaults)
 
     @property
     def evolving(self) -> bool:
@@ -192,6 +215,15 @@ class HarnessConfig:
                 if not isinstance(v, int) or isinstance(v, bool) or v < lo:
                     raise HarnessConfigError(f"harness.{k} must be an integer >= {lo}, got {v!r}")
                 out[k] = v
+        for k in ("priors", "replace_diagnostics"):
+            if k in data:
+                if not isinstance(data[k], bool):
+                    raise HarnessConfigError(f"harness.{k} must be true or false, got {data[k]!r}")
+                out[k] = data[k]
+        if "diagnostics" in data and not data.get("replace_diagnostics", False):
+            # tuning one diagnostic must not switch off the others; `enabled = false` does that
+            data = {**data, "diagnostics": {**{d: {} for d in DEFAULT_DIAGNOSTICS},
+                                            **_table(data["diagnostics"], "harness.diagnostics")}}
         for k in ("diagnostics", "gates", "proposers", "interventions"):
             if k in data:
                 if k == "gates":
@@ -228,4 +260,5 @@ class HarnessConfig:
         """Plain data, as it goes into ``RunStarted.config["harness"]`` (round-trips)."""
         d = attrs.asdict(self, recurse=True)
         d["skills_from"] = list(self.skills_from)
+        d["backtest"]["plan"] = list(self.backtest.plan)
         return d

@@ -18,7 +18,7 @@ def named_paths(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(config key, path) for every local path a resolved run config names."""
     out: list[tuple[str, str]] = []
     task = cfg.get("task") or {}
-    for key in ("train", "heldout"):
+    for key in ("train", "validation", "test"):
         v = task.get(key)
         if isinstance(v, str) and v and "://" not in v:  # generate://… sources are not files
             out.append((f"task.{key}", v))

@@ -16,15 +16,16 @@ evaluator walks a tiny, validated grammar.
     }
 
 Predicates: ``{"all": [...]}``, ``{"any": [...]}``, ``{"not": p}`` or a leaf
-``{"field"|"signal": name, "op": op, "value": v}`` with op in ``== != < <= > >= in
-exists``. Statistics (over the population, per window):
+``{"field"|"signal"|"feature": name, "op": op, "value": v}`` with op in ``== != < <= > >= in
+exists``. ``signal`` reads the domain's signals, ``feature`` the generic response features
+the core computes (``evo_core.harness.features``). Statistics (over the population, per window):
 - ``rate``: fraction of rollouts matching ``where``;
 - ``trend``: least-squares slope of the per-step rate (per step);
 - ``mean``: mean of ``of`` (a value reference) over rollouts matching ``where`` (or all);
 - ``gap``: mean of ``of`` over group ``a`` minus over group ``b`` (two predicates);
 - ``diff``: mean of ``x - y`` over rollouts where both are present (e.g. reward vs strict label).
-A value reference is ``{"field": name}``, ``{"signal": name}`` or ``{"flag": true}`` (the
-``where`` predicate as 0/1). Type mismatches evaluate to "no value", never to an error.
+A value reference is ``{"field": name}``, ``{"signal": name}``, ``{"feature": name}`` or
+``{"flag": true}`` (the ``where`` predicate as 0/1). Type mismatches evaluate to "no value", never to an error.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ import attrs
 from evo_core.harness.stats import slope
 from evo_events import SEVERITIES, RolloutCompleted
 
-FIELDS = ("reward", "correct", "strict_correct", "truncated", "length", "split", "step", "policy_version",
-          "task_id", "group_id", "infra_error")
+FIELDS = ("reward", "reward_final", "correct", "strict_correct", "truncated", "length", "split", "step",
+          "policy_version", "task_id", "group_id", "infra_error")
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "exists")
 STATISTICS = ("rate", "trend", "mean", "gap", "diff")
 MAX_DEPTH = 8
@@ -78,7 +79,7 @@ def validate_predicate(p: Any, where: str = "where", _depth: int = 0, _count: Op
         validate_predicate(p["not"], f"{where}.not", _depth + 1, count)
         return
     _validate_ref(p, where, allow_flag=False)
-    extra = set(p) - {"field", "signal", "op", "value"}
+    extra = set(p) - {"field", "signal", "feature", "op", "value"}
     if extra:
         raise SpecError(f"{where}: unknown key(s) {sorted(extra)}")
     op = p.get("op")
@@ -102,13 +103,14 @@ def _validate_ref(r: Any, where: str, allow_flag: bool = True) -> None:
     if "field" in r:
         if r["field"] not in FIELDS:
             raise SpecError(f"{where}.field: {r['field']!r} is not one of {', '.join(FIELDS)}")
-    elif "signal" in r:
-        if not isinstance(r["signal"], str) or not r["signal"]:
-            raise SpecError(f"{where}.signal: must be a non-empty string")
+    elif "signal" in r or "feature" in r:
+        key = "signal" if "signal" in r else "feature"
+        if not isinstance(r[key], str) or not r[key]:
+            raise SpecError(f"{where}.{key}: must be a non-empty string")
     elif allow_flag and r.get("flag") is True:
         pass
     else:
-        raise SpecError(f"{where}: needs 'field' or 'signal'" + (" or 'flag'" if allow_flag else ""))
+        raise SpecError(f"{where}: needs 'field', 'signal' or 'feature'" + (" or 'flag'" if allow_flag else ""))
 
 
 def validate_spec(spec: Any) -> None:
@@ -159,11 +161,13 @@ def _is_number(v: Any) -> bool:
 _MISSING = object()
 
 
-def _lookup(r: RolloutCompleted, ref: Mapping[str, Any]) -> Any:
+def _lookup(r: Any, ref: Mapping[str, Any]) -> Any:
+    """``r`` is a ``RolloutCompleted`` or a ``RolloutView`` (same field names)."""
     if "field" in ref:
         return getattr(r, ref["field"], _MISSING)
-    sig = r.signals or {}
-    return sig.get(ref["signal"], _MISSING)
+    if "feature" in ref:
+        return (getattr(r, "features", None) or {}).get(ref["feature"], _MISSING)
+    return (r.signals or {}).get(ref["signal"], _MISSING)
 
 
 def _compare(a: Any, op: str, b: Any) -> bool:

@@ -74,3 +74,91 @@ def slope(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:
 
 def mean(values: Sequence[float]) -> Optional[float]:
     return sum(values) / len(values) if values else None
+
+
+# --- Student's t, for intervals over a few replicate pairs ---------------------------------
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta function (Lentz's method)."""
+    import math
+
+    tiny, eps = 1e-300, 3e-14
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if math.isclose(delta, 1.0, abs_tol=eps):
+            break
+    return h
+
+
+def _betai(a: float, b: float, x: float) -> float:
+    import math
+
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1.0 - x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, dof: int) -> float:
+    x = dof / (dof + t * t)
+    tail = 0.5 * _betai(dof / 2.0, 0.5, x)
+    return 1.0 - tail if t > 0 else tail
+
+
+def t_quantile(p: float, dof: int) -> float:
+    """The ``p`` quantile of Student's t with ``dof`` degrees of freedom (bisection)."""
+    if not 0.0 < p < 1.0 or dof < 1:
+        raise ValueError("t_quantile needs 0 < p < 1 and dof >= 1")
+    lo, hi = -1e4, 1e4
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_cdf(mid, dof) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+@attrs.frozen
+class TInterval:
+    n: int
+    mean: float
+    lo: float
+    hi: float
+    sd: float
+
+
+def t_interval(xs: Sequence[float], confidence: float = 0.9) -> Optional[TInterval]:
+    """Two-sided t-interval of the mean of ``xs`` (independent replicates); None below two.
+    With zero spread it is the point itself."""
+    import math
+
+    n = len(xs)
+    if n < 2:
+        return None
+    m = sum(xs) / n
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+    half = t_quantile(1.0 - (1.0 - confidence) / 2.0, n - 1) * sd / math.sqrt(n)
+    return TInterval(n, m, m - half, m + half, sd)

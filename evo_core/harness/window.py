@@ -1,12 +1,16 @@
-"""The rolling evidence window: the last ``window_steps`` steps of rollouts, plus step
-metrics and held-out evals. Filled live from ``StepContext`` and, on resume, from the log."""
+"""The evidence the harness reads: the last ``window_steps`` steps of rollouts (and a longer
+history of them for offline replay and induction), step metrics and validation evals.
+
+It is a fold of the log like the state: filled live step by step, and on resume (or in
+replay) from the logged events, with the same result. Test-split evaluations never enter:
+nothing in the harness may select on them."""
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
-from evo_core.api import Window
+from evo_core.api import Window, is_validation
 from evo_events import EvalCompleted, Event, FailureDiagnosed, RolloutCompleted, StepCompleted
 
 
@@ -18,7 +22,7 @@ class EvidenceWindow:
         self._history: deque[tuple[int, list[RolloutCompleted]]] = deque()
         self._rollouts: deque[tuple[int, list[RolloutCompleted]]] = deque()
         self._steps: deque[StepCompleted] = deque(maxlen=max(window_steps * 4, 50))
-        self.evals: list[EvalCompleted] = []  # all of them: trends over evals need history
+        self.evals: list[EvalCompleted] = []  # all validation evals: trends over evals need history
         self._diagnoses: deque[FailureDiagnosed] = deque(maxlen=500)
 
     def add_step(self, step: int, rollouts: Sequence[RolloutCompleted], step_event: Optional[StepCompleted],
@@ -32,26 +36,27 @@ class EvidenceWindow:
                 buf.popleft()
         if step_event is not None:
             self._steps.append(step_event)
-        self.evals.extend(evals)
+        self.evals.extend(e for e in evals if is_validation(e))
 
     def add_diagnoses(self, diags: Iterable[FailureDiagnosed]) -> None:
         self._diagnoses.extend(diags)
 
     def prefill(self, events: Iterable[Event]) -> None:
-        """Rebuild from a run's logged events (resume)."""
+        """Rebuild from a run's logged events (resume, replay)."""
         by_step: dict[int, list[RolloutCompleted]] = {}
         steps: dict[int, StepCompleted] = {}
+        evals: dict[int, list[EvalCompleted]] = {}
         for ev in events:
             if isinstance(ev, RolloutCompleted):
                 by_step.setdefault(ev.step, []).append(ev)
             elif isinstance(ev, StepCompleted):
                 steps[ev.step] = ev
             elif isinstance(ev, EvalCompleted):
-                self.evals.append(ev)
+                evals.setdefault(ev.step, []).append(ev)
             elif isinstance(ev, FailureDiagnosed):
                 self._diagnoses.append(ev)
-        for s in sorted(set(by_step) | set(steps)):
-            self.add_step(s, by_step.get(s, []), steps.get(s))
+        for s in sorted(set(by_step) | set(steps) | set(evals)):
+            self.add_step(s, by_step.get(s, []), steps.get(s), evals.get(s, ()))
 
     def rollouts(self, last_steps: Optional[int] = None) -> list[RolloutCompleted]:
         rows = list(self._rollouts)
@@ -61,48 +66,38 @@ class EvidenceWindow:
         return [r for _, batch in rows for r in batch]
 
     def history(self) -> list[RolloutCompleted]:
-        """Up to ``history_steps`` of logged rollouts (what offline replay walks over)."""
+        """Up to ``history_steps`` of logged rollouts (what offline replay and induction read)."""
         return [r for _, batch in self._history for r in batch]
+
+    def eval_by_id(self, event_id: Optional[str]) -> Optional[EvalCompleted]:
+        return next((e for e in reversed(self.evals) if e.event_id == event_id), None) if event_id else None
+
+    def mean_reward(self, after_step: int) -> Optional[float]:
+        vals = [r.reward for r in self.history() if r.step > after_step and r.reward is not None and r.split == "train"]
+        return sum(vals) / len(vals) if vals else None
 
     def window(self, step: int) -> Window:
         return Window(run_id=self.run_id, step=step, rollouts=tuple(self.rollouts()), steps=tuple(self._steps),
                       evals=tuple(self.evals), diagnoses=tuple(self._diagnoses))
 
 
-def rollouts_from_summaries(run_id: str, rows: Iterable[Any]) -> list[RolloutCompleted]:
-    """Turn ``TrainingSession.train_steps`` rollout summaries (events or dicts) into events,
-    so diagnostics can run on a forked branch exactly as on the main line."""
+def rollouts_from_summaries(run_id: str, rows: Iterable[Mapping]) -> list[RolloutCompleted]:
+    """Rollout summaries (dicts with ``RolloutCompleted`` field names) as events, so that
+    diagnostics run on a forked branch exactly as on the main line."""
     import attrs
 
     names = {f.name for f in attrs.fields(RolloutCompleted)}
     out = []
     for i, row in enumerate(rows):
-        if isinstance(row, RolloutCompleted):
-            out.append(row)
-            continue
-        if not isinstance(row, Mapping):
-            continue
         kw = {k: v for k, v in row.items() if k in names and k not in ("run_id", "trajectory", "caused_by", "emitted_by")}
-        if "rollout_id" in row and "event_id" not in kw:
-            kw["event_id"] = str(row["rollout_id"])
+        kw.setdefault("event_id", str(row.get("rollout_id", f"r{i}")))
         kw.setdefault("step", 0)
-        kw.setdefault("task_id", str(row.get("task_id", f"t{i}")))
-        kw.setdefault("group_id", str(row.get("group_id", "g")))
+        kw.setdefault("task_id", f"t{i}")
+        kw.setdefault("group_id", "g")
         kw.setdefault("policy_version", 0)
         kw.setdefault("reward", None)
-        kw["signals"] = dict(row.get("signals") or {})
         try:
             out.append(RolloutCompleted(run_id=run_id, **kw))
         except (TypeError, ValueError):
             continue
     return out
-
-
-def steps_rollouts(run_id: str, step_metrics: Sequence[Mapping[str, Any]]) -> list[RolloutCompleted]:
-    rows: list[Any] = []
-    for i, m in enumerate(step_metrics):
-        for r in m.get("rollouts") or ():
-            if isinstance(r, Mapping) and "step" not in r:
-                r = {**r, "step": i + 1}
-            rows.append(r)
-    return rollouts_from_summaries(run_id, rows)

@@ -1,26 +1,30 @@
-"""``RLSession``: the live GRPO-family trainer (a ``TrainingSession``).
+"""``RLSession``: the live GRPO-family trainer.
 
-One RL step, in the hook order of ``evo_core.hookspecs``:
-``evo_task_weights`` → ``evo_prompt_hint`` → ``evo_hyperparameters`` → sampling and
-verification (+ strict-oracle audit) → ``evo_transform_rewards`` → ``evo_filter_rollouts``
-→ advantages and the update. The session never writes to the log: the run loop turns a
-``StepResult`` into events, and the harness forks sessions for online backtests.
+One RL step: task weights → prompt hints → hyperparameters → sampling and verification →
+generic response features → the strict-oracle audit → rewards and masks → advantages and
+the update. At each stage the core applies the active interventions first
+(``evo_core.interventions``), then the plugins' trainer hooks (``evo_core.hookspecs``). The
+session never writes to the log: the run loop turns a ``StepResult`` into events
+(``evo_core.trainer.step_events``), and the trainer port forks sessions for online backtests.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import random
 import time
-import uuid
 from typing import Any, Mapping, Optional, Sequence
 
 import attrs
 import structlog
 
-from evo_core.api import Completion, RolloutBatch, RolloutItem, Task, Verdict
+from evo_core.api import Completion, RolloutBatch, RolloutItem, Task
+from evo_core.harness.features import features_for_group
+from evo_core.interventions import InterventionApplier
 from evo_core.trainer.engine import InProcessEngine
+from evo_core.trainer.evaluation import VerifierFailed, evaluate_policy, grade
 from evo_core.trainer.grpo import LossSettings, group_advantages, overlong_penalty, pg_loss, resolve
 from evo_core.trainer.protocols import EvalResult, Sample, SamplingParams
 
@@ -29,10 +33,6 @@ log = structlog.get_logger("evo.trainer")
 HYPERPARAMETER_KEYS = ("temperature", "top_p", "max_new_tokens", "clip_low", "clip_high", "kl_coef", "lr",
                        "lr_scale", "overlong", "overlong_buffer", "overlong_penalty", "group_size",
                        "prompts_per_step", "dynamic_sampling", "stop")
-
-
-class VerifierFailed(RuntimeError):
-    """The domain's training verifier or oracle raised: the run cannot continue."""
 
 
 @attrs.define
@@ -85,9 +85,10 @@ def _mean(xs: Sequence[float]) -> Optional[float]:
 
 
 class RLSession:
-    def __init__(self, *, policy: Any, domain: Any, train_tasks: Sequence[Task], heldout_tasks: Sequence[Task],
-                 rl: Any, eval_cfg: Any, seed: int, total_steps: int, plugins: Any = None,
-                 audit_rate: float = 1.0, audit_min: int = 0, engine: Any = None) -> None:
+    def __init__(self, *, policy: Any, domain: Any, train_tasks: Sequence[Task], validation_tasks: Sequence[Task],
+                 test_tasks: Sequence[Task] = (), rl: Any, eval_cfg: Any, seed: int, total_steps: int,
+                 plugins: Any = None, audit_rate: float = 0.05, audit_min: int = 0, regrade_rate: float = 0.05,
+                 engine: Any = None, reward: str = "verifier") -> None:
         import torch
 
         if not train_tasks:
@@ -95,26 +96,30 @@ class RLSession:
         self.policy = policy
         self.engine = engine if engine is not None else InProcessEngine(policy)
         self.domain = domain
+        # the training reward: the domain's verifier, or its strict oracle (the no-flaw reference)
+        self.verifier = domain.oracle if reward == "oracle" else domain.verify
         self.train_tasks = list(train_tasks)
-        self.heldout_tasks = list(heldout_tasks)
+        self.splits = {"validation": list(validation_tasks), "test": list(test_tasks)}
         self.rl = rl
         self.eval_cfg = eval_cfg
         self.seed = seed
         self.total_steps = total_steps
         self.plugins = plugins
+        self.interventions = InterventionApplier(plugins.interventions() if plugins is not None else {})
         self.audit_rate = audit_rate
         self.audit_min = audit_min
+        self.regrade_rate = regrade_rate
         self.loss_settings, self.scale_rewards, self.dynamic_sampling = resolve(rl)
         self.step = 0
         self.policy_version = 0
         self.max_version = 0
-        self.restored = False
         self.cursor = DataCursor(len(self.train_tasks), seed)
         self.gen = torch.Generator(device="cpu").manual_seed(seed)
         self.rng = random.Random(f"session:{seed}")
         self.optimizer = self._make_optimizer()
         self.ref_state = policy.state_dict() if rl.kl_coef > 0 else None
         self._ref_policy: Any = None
+        self.id_salt = f"session:{seed}"  # rollout ids derive from it: a recomputed step gets the same ids
 
     def _make_optimizer(self) -> Any:
         import torch
@@ -135,9 +140,19 @@ class RLSession:
             return self.rl.min_lr + 0.5 * (base - self.rl.min_lr) * (1 + math.cos(math.pi * prog))
         return base
 
-    # -- hooks -----------------------------------------------------------------------------
-    def _call(self, hook: str, **kw: Any) -> list[Any]:
-        return self.plugins.call(hook, **kw) if self.plugins is not None else []
+    # -- the stages where interventions and hooks act ----------------------------------------
+    def _task_weights(self, state: Any, step: int) -> Optional[list[float]]:
+        found = [self.interventions.task_weights(self.train_tasks, state)]
+        if self.plugins is not None:
+            found += self.plugins.task_weights(self.train_tasks, state, step)
+        weights = None
+        for res in found:
+            if not res:
+                continue
+            weights = weights or [1.0] * len(self.train_tasks)
+            for i, t in enumerate(self.train_tasks):
+                weights[i] *= float(res.get(t.task_id, 1.0))
+        return weights
 
     def _hyperparameters(self, state: Any, step: int) -> dict[str, Any]:
         rl = self.rl
@@ -149,62 +164,63 @@ class RLSession:
             "group_size": rl.group_size, "prompts_per_step": rl.prompts_per_step,
             "dynamic_sampling": self.dynamic_sampling, "stop": list(rl.stop),
         }
-        for res in self._call("evo_hyperparameters", params=dict(hp), state=state, step=step):
-            for k, v in dict(res).items():
+        found = [self.interventions.hyperparameters(hp, state)]
+        if self.plugins is not None:
+            found += self.plugins.hyperparameters(dict(hp), state, step)
+        for res in found:
+            for k, v in dict(res or {}).items():
                 if k in HYPERPARAMETER_KEYS:
                     hp[k] = v
                 else:
                     log.warning("unknown hyperparameter override ignored", key=k)
         return hp
 
+    def _prompt(self, task: Task, state: Any) -> str:
+        hints = self.interventions.prompt_hints(task, state)
+        if self.plugins is not None:
+            hints += self.plugins.prompt_hints(task, state)
+        return ("\n".join(hints) + "\n" + task.prompt) if hints else task.prompt
+
     # -- one RL step -----------------------------------------------------------------------
     def rl_step(self, state: Any = None) -> StepResult:
-        import torch
+        import contextlib
 
         t0 = time.perf_counter()
         step = self.step + 1
-        fail_start = len(self.plugins.failures) if self.plugins is not None else 0
-        # 1. curriculum
-        weights = None
-        for res in self._call("evo_task_weights", tasks=self.train_tasks, state=state, step=step):
-            weights = weights or [1.0] * len(self.train_tasks)
-            for i, t in enumerate(self.train_tasks):
-                weights[i] *= float(res.get(t.task_id, 1.0))
-        # 3. hyperparameters (before choosing tasks: prompts_per_step may change)
-        hp = self._hyperparameters(state, step)
-        chosen = [self.train_tasks[i] for i in self.cursor.take(int(hp["prompts_per_step"]), weights, self.rng)]
-        items, samples, rollout_time = self._collect(chosen, hp, state, step, 0)
-        # DAPO dynamic sampling with refill: sample more groups until the batch holds
-        # ``prompts_per_step`` groups with a learning signal (or the rounds run out)
-        rounds = 0
-        target = len(chosen)
-        if hp["dynamic_sampling"] and self.rl.dynamic_sampling_rounds > 0:
-            while rounds < self.rl.dynamic_sampling_rounds:
-                have = len(_informative_groups(items))
-                if have >= target:
-                    break
-                rounds += 1
-                extra = [self.train_tasks[i] for i in self.cursor.take(target - have, weights, self.rng)]
-                n_groups = len({it.group_id for it in items})
-                more_items, more_samples, t_more = self._collect(extra, hp, state, step, n_groups)
-                items += more_items
-                samples += more_samples
-                rollout_time += t_more
-        # 6. advantages
-        valid = [it.mask and it.reward is not None for it in items]
-        adv, zero_var = group_advantages([it.reward for it in items], [it.group_id for it in items], valid,
-                                         scale=self.scale_rewards)
-        if hp["dynamic_sampling"]:
-            keep = _informative_groups(items)[:target] if rounds else None  # a refilled batch is trimmed to size
-            for i, it in enumerate(items):
-                if it.group_id in zero_var or (keep is not None and it.group_id not in keep):
-                    adv[i] = None
-        # 7. update
-        settings = attrs.evolve(self.loss_settings, clip_low=float(hp["clip_low"]), clip_high=float(hp["clip_high"]),
-                                kl_coef=float(hp["kl_coef"]), norm_len=int(hp["max_new_tokens"]))
-        lr = float(hp["lr"]) * float(hp["lr_scale"])
-        lr = self.lr_at(step, lr)
-        upd = self._update(samples, adv, settings, lr)
+        capture = self.plugins.capture_failures() if self.plugins is not None else contextlib.nullcontext([])
+        with capture as failures:
+            weights = self._task_weights(state, step)
+            hp = self._hyperparameters(state, step)  # before choosing tasks: prompts_per_step may change
+            chosen = [self.train_tasks[i] for i in self.cursor.take(int(hp["prompts_per_step"]), weights, self.rng)]
+            items, samples, rollout_time = self._collect(chosen, hp, state, step, 0)
+            # DAPO dynamic sampling with refill: sample more groups until the batch holds
+            # ``prompts_per_step`` groups with a learning signal (or the rounds run out)
+            rounds = 0
+            target = len(chosen)
+            if hp["dynamic_sampling"] and self.rl.dynamic_sampling_rounds > 0:
+                while rounds < self.rl.dynamic_sampling_rounds:
+                    have = len(_informative_groups(items))
+                    if have >= target:
+                        break
+                    rounds += 1
+                    extra = [self.train_tasks[i] for i in self.cursor.take(target - have, weights, self.rng)]
+                    n_groups = len({it.group_id for it in items})
+                    more_items, more_samples, t_more = self._collect(extra, hp, state, step, n_groups)
+                    items += more_items
+                    samples += more_samples
+                    rollout_time += t_more
+            valid = [it.mask and it.reward is not None for it in items]
+            adv, zero_var = group_advantages([it.reward for it in items], [it.group_id for it in items], valid,
+                                             scale=self.scale_rewards)
+            if hp["dynamic_sampling"]:
+                keep = _informative_groups(items)[:target] if rounds else None  # a refilled batch is trimmed to size
+                for i, it in enumerate(items):
+                    if it.group_id in zero_var or (keep is not None and it.group_id not in keep):
+                        adv[i] = None
+            settings = attrs.evolve(self.loss_settings, clip_low=float(hp["clip_low"]), clip_high=float(hp["clip_high"]),
+                                    kl_coef=float(hp["kl_coef"]), norm_len=int(hp["max_new_tokens"]))
+            lr = self.lr_at(step, float(hp["lr"]) * float(hp["lr_scale"]))
+            upd = self._update(samples, adv, settings, lr)
         self.step = step
         synced = None
         if upd["updated"]:
@@ -216,9 +232,9 @@ class RLSession:
         metrics = self._metrics(items, samples, adv, zero_var, upd, rollout_time, lr)
         metrics["step_time_s"] = time.perf_counter() - t0
         metrics["dynamic_sampling_rounds"] = float(rounds)
-        failures = list(self.plugins.failures[fail_start:]) if self.plugins is not None else []
         return StepResult(step=step, policy_version=self.policy_version, items=items, samples=samples, extra=extra,
-                          metrics=metrics, hyperparameters=hp, failures=failures, updated=upd["updated"], synced=synced)
+                          metrics=metrics, hyperparameters=hp, failures=list(failures), updated=upd["updated"],
+                          synced=synced)
 
     def sync_engine(self) -> Optional[Mapping[str, Any]]:
         """Push the current weights to the rollout engine (a no-op in process; a LoRA adapter
@@ -228,12 +244,9 @@ class RLSession:
 
     def _collect(self, chosen: list[Task], hp: dict[str, Any], state: Any, step: int,
                  group_offset: int) -> tuple[list[RolloutItem], list[Sample], float]:
-        """Prompt hints, sampling, verification, the audit, then the reward and filter hooks
+        """Prompts, sampling, verification, features, the audit, then rewards and masks
         (once per call: a refill round is its own ``RolloutBatch``)."""
-        prompts = []
-        for t in chosen:
-            hints = [h for h in self._call("evo_prompt_hint", task=t, state=state) if h]
-            prompts.append(("\n".join(hints) + "\n" + t.prompt) if hints else t.prompt)
+        prompts = [self._prompt(t, state) for t in chosen]
         G = int(hp["group_size"])
         params = SamplingParams(n=G, temperature=float(hp["temperature"]), top_p=float(hp["top_p"]),
                                 max_new_tokens=int(hp["max_new_tokens"]), stop=tuple(hp["stop"]))
@@ -244,21 +257,27 @@ class RLSession:
         samples: list[Sample] = []
         for gi, (task, group) in enumerate(zip(chosen, groups)):
             gid = f"s{step}g{group_offset + gi}"
-            for s in group:
+            feats = features_for_group([s.text for s in group], task.prompt, [len(s.token_ids) for s in group],
+                                       [s.truncated for s in group])
+            for j, (s, f) in enumerate(zip(group, feats)):
                 comp = Completion(text=s.text, truncated=s.truncated, n_tokens=len(s.token_ids))
-                verdict = self._grade(self.domain.verify, task, comp)
-                items.append(RolloutItem(rollout_id=uuid.uuid4().hex, group_id=gid, task=task, completion=comp,
-                                         verdict=verdict, reward=verdict.reward, mask=verdict.reward is not None))
+                verdict = grade(self.verifier, self.domain, task, comp)
+                rid = hashlib.sha256(f"{self.id_salt}:{step}:{gid}:{j}".encode()).hexdigest()[:32]
+                items.append(RolloutItem(rollout_id=rid, group_id=gid, task=task, completion=comp,
+                                         verdict=verdict, reward=verdict.reward, mask=verdict.reward is not None,
+                                         features=f))
                 samples.append(s)
         self._audit(items)
-        # reward transforms and filters (interventions act here)
-        batch = RolloutBatch(step=step, items=items, hyperparameters=hp)
+        batch = RolloutBatch(step=step, items=items, hyperparameters=hp, regrade=self._regrader(len(items)))
         raw = [it.reward for it in items]
-        self._call("evo_transform_rewards", batch=batch, state=state)
+        self.interventions.rewards_and_masks(batch, state)
+        if self.plugins is not None:
+            self.plugins.transform_rewards(batch, state)
         for it, r in zip(items, raw):
             if r is None:  # an infrastructure error is never turned into a score
                 it.reward, it.mask = None, False
-        self._call("evo_filter_rollouts", batch=batch, state=state)
+        if self.plugins is not None:
+            self.plugins.filter_rollouts(batch, state)
         if hp["overlong"] == "filter":
             for it in items:
                 if it.completion.truncated:
@@ -270,17 +289,6 @@ class RLSession:
                                                   int(hp["overlong_buffer"]), float(hp["overlong_penalty"]))
         return items, samples, rollout_time
 
-    def _grade(self, fn: Any, task: Task, comp: Completion) -> Verdict:
-        try:
-            v = fn(task, comp)
-        except Exception as exc:
-            name = getattr(self.domain, "name", "?")
-            raise VerifierFailed(f"domain {name!r} {getattr(fn, '__name__', 'verifier')} raised on task "
-                                 f"{task.task_id!r}: {type(exc).__name__}: {exc}") from exc
-        if not isinstance(v, Verdict):
-            raise VerifierFailed(f"domain {getattr(self.domain, 'name', '?')!r} returned {type(v).__name__}, not a Verdict")
-        return v
-
     def _audit(self, items: list[RolloutItem]) -> None:
         """Label a sample of rollouts with the strict oracle (evidence for the harness)."""
         n = len(items)
@@ -289,7 +297,21 @@ class RLSession:
         for i in chosen:
             it = items[i]
             if it.verdict.reward is not None:
-                it.strict = self._grade(self.domain.oracle, it.task, it.completion)
+                it.strict = grade(self.domain.oracle, self.domain, it.task, it.completion)
+
+    def _regrader(self, n: int) -> Any:
+        """The oracle for re-grades within this step's budget; None once it is spent."""
+        budget = [int(math.ceil(self.regrade_rate * n))]
+
+        def regrade(item: RolloutItem) -> Optional[float]:
+            if item.strict is None:
+                if budget[0] <= 0:
+                    return None
+                budget[0] -= 1
+                item.strict = grade(self.domain.oracle, self.domain, item.task, item.completion)
+            return item.strict.reward
+
+        return regrade
 
     def _ref(self) -> Any:
         if self._ref_policy is None:
@@ -414,25 +436,21 @@ class RLSession:
             m[f"signal_{k}"] = _mean(vs)
         return m
 
-    # -- TrainingSession protocol ----------------------------------------------------------
-    def train_steps(self, k: int, state: Any) -> list[Mapping[str, Any]]:
-        out = []
-        for _ in range(k):
-            res = self.rl_step(state)
-            d = dict(res.metrics)
-            d["step"] = res.step
-            d["rollouts"] = [rollout_summary(it, s, e) for it, s, e in zip(res.items, res.samples, res.extra)]
-            out.append(d)
-        return out
-
-    def evaluate(self, split: str = "heldout", *, strict: bool = True, limit: Optional[int] = None) -> EvalResult:
-        tasks = self.heldout_tasks if split == "heldout" else self.train_tasks
+    # -- evaluation, forks, snapshots ------------------------------------------------------
+    def evaluate(self, split: str = "validation", *, strict: bool = True, limit: Optional[int] = None,
+                 policy: Any = None, policy_version: Optional[int] = None) -> EvalResult:
+        """The strict oracle on ``split`` ("validation" or "test"): seeded by the policy version,
+        so the same weights always get the same score."""
+        tasks = self.splits.get(split, [])
         if limit is not None:
             tasks = tasks[:limit]
-        return evaluate_policy(self.policy, self.domain, tasks, self.eval_cfg, self.rl,
-                               seed=self.seed * 1_000_003 + self.policy_version, strict=strict, split=split)
+        version = self.policy_version if policy_version is None else policy_version
+        return evaluate_policy(policy or self.policy, self.domain, tasks, self.eval_cfg, self.rl,
+                               seed=self.seed * 1_000_003 + version, strict=strict, split=split)
 
-    def fork(self) -> "RLSession":
+    def fork(self, seed: Optional[int] = None) -> "RLSession":
+        """An independent copy: weights, optimizer, data position and RNG (reseeded when
+        ``seed`` is given: two forks with the same seed draw the same random numbers)."""
         import torch
 
         new = copy.copy(self)
@@ -441,26 +459,48 @@ class RLSession:
         new.optimizer = new._make_optimizer()
         new.optimizer.load_state_dict(copy.deepcopy(self.optimizer.state_dict()))
         new.gen = torch.Generator(device="cpu")
-        new.gen.set_state(self.gen.get_state())
         new.rng = random.Random()
-        new.rng.setstate(self.rng.getstate())
+        if seed is None:
+            new.gen.set_state(self.gen.get_state())
+            new.rng.setstate(self.rng.getstate())
+        else:
+            new.gen.manual_seed(seed)
+            new.rng.seed(f"fork:{seed}")
+            new.id_salt = f"{self.id_salt}/fork-{seed}"
         new.cursor = attrs.evolve(self.cursor)
         new._ref_policy = None
         return new
 
-    def checkpoint(self) -> dict[str, Any]:
-        return {"model": self.policy.state_dict(), "optimizer": copy.deepcopy(self.optimizer.state_dict()),
-                "policy_version": self.policy_version}
+    def weights_bytes(self, *, with_optimizer: bool = True) -> bytes:
+        """The weights (and optimizer state), serialised: what a main-line snapshot stores."""
+        import io
 
-    def restore(self, snapshot: Mapping[str, Any]) -> None:
-        """Back to a snapshot's weights and optimizer. The step counter, RNG and data
-        position keep moving forward, and the restored weights get a fresh policy version
-        (versions name distinct weight histories in the log)."""
-        self.policy.load_state_dict(snapshot["model"])
-        self.optimizer.load_state_dict(copy.deepcopy(snapshot["optimizer"]))
-        self.max_version += 1
-        self.policy_version = self.max_version
-        self.restored = True
+        import torch
+
+        buf = io.BytesIO()
+        torch.save({"model": self.policy.state_dict(), "policy_version": self.policy_version,
+                    "optimizer": self.optimizer.state_dict() if with_optimizer else None}, buf)
+        return buf.getvalue()
+
+    def load_weights_bytes(self, data: bytes) -> None:
+        import io
+
+        import torch
+
+        snap = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+        self.policy.load_state_dict(snap["model"])
+        if snap.get("optimizer") is not None:
+            self.optimizer.load_state_dict(snap["optimizer"])
+
+    def restore(self, data: bytes, policy_version: int) -> None:
+        """Back to a snapshot's weights and optimizer. The step counter, RNG and data position
+        keep moving forward, and the restored weights get the new policy version the log named
+        (versions name distinct weight histories)."""
+        if policy_version != self.max_version + 1:
+            raise RuntimeError(f"restore names policy version {policy_version}, but the session's next is "
+                               f"{self.max_version + 1}: the log and the session disagree")
+        self.load_weights_bytes(data)
+        self.max_version = self.policy_version = policy_version
 
     # -- resume ----------------------------------------------------------------------------
     def resume_state(self) -> dict[str, Any]:
@@ -496,71 +536,3 @@ def _pad(t: Any, T: int) -> Any:
     if t.shape[0] >= T:
         return t[:T]
     return torch.cat([t, t.new_zeros(T - t.shape[0])])
-
-
-def rollout_summary(it: RolloutItem, s: Sample, extra: Mapping[str, Any]) -> dict[str, Any]:
-    """What a fork reports per rollout (the same fields a logged ``RolloutCompleted`` has)."""
-    return {"rollout_id": it.rollout_id, "task_id": it.task.task_id, "group_id": it.group_id,
-            "reward": it.verdict.reward, "reward_final": it.reward, "mask": it.mask,
-            "correct": it.verdict.correct, "strict_correct": it.strict.correct if it.strict else None,
-            "truncated": s.truncated, "length": len(s.token_ids), "response_preview": s.text[:200],
-            "signals": dict(it.verdict.signals), **{k: v for k, v in extra.items() if k != "reward_final"}}
-
-
-def _graded(fn: Any, domain: Any, task: Task, comp: Completion) -> Verdict:
-    try:
-        return fn(task, comp)
-    except Exception as exc:
-        raise VerifierFailed(f"domain {getattr(domain, 'name', '?')!r} {getattr(fn, '__name__', 'verifier')} raised on "
-                             f"task {task.task_id!r}: {type(exc).__name__}: {exc}") from exc
-
-
-def evaluate_policy(policy: Any, domain: Any, tasks: Sequence[Task], eval_cfg: Any, rl: Any, *, seed: int,
-                    strict: bool = True, split: str = "heldout") -> EvalResult:
-    """Held-out evaluation: ``eval_cfg.samples`` sampled completions per item (item score =
-    fraction correct under the strict oracle, or the training verifier when ``strict`` is
-    False) and, optionally, the greedy completion. Seeded, so it never touches the
-    session's RNG."""
-    import torch
-
-    max_new = eval_cfg.max_new_tokens or rl.max_new_tokens
-    prompts = [t.prompt for t in tasks]
-    metrics: dict[str, Optional[float]] = {}
-    item_scores: dict[str, float] = {}
-    if not tasks:
-        return EvalResult(item_scores={}, metrics={}, split=split)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-
-    def score(groups: list[list[Sample]], suffix: str) -> dict[str, float]:
-        s_all, v_all, hedged, lens = [], [], [], []
-        per_item: dict[str, float] = {}
-        for t, group in zip(tasks, groups):
-            s_item, v_item = [], []
-            for smp in group:
-                comp = Completion(text=smp.text, truncated=smp.truncated, n_tokens=len(smp.token_ids))
-                sv, vv = _graded(domain.oracle, domain, t, comp), _graded(domain.verify, domain, t, comp)
-                s_item.append(1.0 if sv.correct else 0.0)
-                v_item.append(float(vv.reward) if vv.reward is not None else 0.0)
-                hedged.append(1.0 if sv.signals.get("answer_count", 1) > 1 else 0.0)
-                lens.append(float(len(smp.token_ids)))
-            s_all += s_item
-            v_all += v_item
-            per_item[t.task_id] = sum(s_item if strict else v_item) / len(group)
-        metrics[f"strict_accuracy{suffix}"] = _mean(s_all)
-        metrics[f"train_reward{suffix}"] = _mean(v_all)
-        metrics[f"hedge_rate{suffix}"] = _mean(hedged)
-        metrics[f"length_mean{suffix}"] = _mean(lens)
-        return per_item
-
-    if eval_cfg.samples > 0:
-        groups = policy.sample(prompts, SamplingParams(n=eval_cfg.samples, temperature=eval_cfg.temperature,
-                                                       max_new_tokens=max_new), generator=gen)
-        item_scores = score(groups, "")
-    if eval_cfg.greedy:
-        groups = policy.sample(prompts, SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new))
-        greedy_items = score(groups, "_greedy")
-        if not item_scores:
-            item_scores = greedy_items
-            metrics["strict_accuracy"] = metrics["strict_accuracy_greedy"]
-    metrics["samples_per_item"] = float(eval_cfg.samples)
-    return EvalResult(item_scores=item_scores, metrics=metrics, split=split)

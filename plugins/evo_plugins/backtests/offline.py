@@ -1,10 +1,12 @@
 """Offline backtest: replay logged evidence with the proposal in force.
 
-- Reward/verifier/filter changes: what the rule would have changed or removed, and —
-  on the audited rollouts — whether it hits the invalid high-scoring ones (rewarded,
-  strictly wrong: recall, precision) without touching genuine ones (strictly right).
-- New or revised diagnostics: precision and recall of the rollouts it flags against the
-  strict-oracle labels, and the steps at which it would have fired over the replayed history.
+- Changes with a reward, mask or re-grade effect: what they would have changed or removed,
+  and, on the audited rollouts, whether they hit the invalid high-scoring ones (paid,
+  strictly wrong: recall, precision) without touching genuine ones (strictly right). A
+  proposal learned from evidence is judged only on audited rollouts it was not fitted on
+  (its ``prediction["fitted_on"]``).
+- New or revised diagnostics: precision and recall of the rollouts they flag against the
+  strict-oracle labels, and the steps at which they would have fired over the history.
 - Other kinds (hyperparameters, curriculum, hints) cannot be replayed: "no decision".
 """
 
@@ -12,24 +14,23 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from evo_core.api import Window
+from evo_core.api import BacktestContext, BacktestOutcome, Proposal, RolloutView, Window, apply_to_views, replayable
 from evo_core.harness.specs import evaluate_spec, flagged_ids
-from evo_core.harness.types import BacktestContext, BacktestOutcome, Proposal
 from evo_core.state import DiagnosticSetting
 from evo_events import RolloutCompleted
 
 VALIDITY_SEVERITY = "invalid"
 
 
-def labels(rows: list[RolloutCompleted], reward_threshold: float = 0.5) -> tuple[set[str], set[str]]:
-    """(invalid, genuine) audited rollout ids: rewarded-but-strictly-wrong, and strictly right."""
+def labels(rows: list[RolloutCompleted], pay_threshold: float = 0.0) -> tuple[set[str], set[str]]:
+    """(invalid, genuine) audited rollout ids: paid-but-strictly-wrong, and strictly right."""
     invalid, genuine = set(), set()
     for r in rows:
         if r.strict_correct is None or r.reward is None:
             continue
         if r.strict_correct:
             genuine.add(r.event_id)
-        elif r.reward >= reward_threshold:
+        elif r.reward > pay_threshold:
             invalid.add(r.event_id)
     return invalid, genuine
 
@@ -39,11 +40,13 @@ def _ratio(a: int, b: int) -> Optional[float]:
 
 
 class OfflineReplay:
-    name, version = "offline_replay", "1"
+    name, version, mode = "offline_replay", "2", "offline"
     min_invalid = 5  # audited invalid rollouts below which precision/recall mean nothing
 
     def backtest(self, proposal: Proposal, ctx: BacktestContext) -> BacktestOutcome:
-        rows = [r for r in (ctx.history or ctx.window.rollouts) if r.split == "train" and r.infra_error is None]
+        unseen = set(proposal.prediction.get("fitted_on") or ())
+        rows = [r for r in (ctx.history or ctx.window.rollouts) if r.split == "train" and r.infra_error is None
+                and r.event_id not in unseen]
         recent = [r for r in ctx.window.rollouts if r.split == "train" and r.infra_error is None]
         if proposal.kind == "diagnostic":
             return self._diagnostic(proposal, ctx, rows, recent)
@@ -51,17 +54,22 @@ class OfflineReplay:
         if iv is None:
             return BacktestOutcome(backtester=self.name, mode="offline", passed=False, version=self.version,
                                    reasons=(f"intervention {proposal.name!r} is not installed",))
-        if not getattr(iv, "replayable", False):
+        if not replayable(iv):
             return BacktestOutcome(backtester=self.name, mode="offline", passed=None, version=self.version,
                                    reasons=(f"offline replay cannot show the effect of a {proposal.kind} change",))
-        return self._reward_rule(proposal, iv, ctx, recent)
+        # a change learned from evidence is judged on all the held-out audited history
+        return self._reward_rule(proposal, iv, ctx, rows if unseen else recent)
 
     def _reward_rule(self, proposal: Proposal, iv: Any, ctx: BacktestContext, rows: list[RolloutCompleted]) -> BacktestOutcome:
-        from evo_plugins.interventions import RolloutView, apply_to_views
-
         cfg = ctx.config.backtest
         views = [RolloutView.of_event(r) for r in rows]
-        new, masked = apply_to_views([(iv, dict(proposal.params))], views)
+        new, masked, regrade = apply_to_views([(iv, dict(proposal.params))], views)
+        for r in rows:  # a re-grade gives the oracle's verdict, known exactly on audited rollouts
+            if r.event_id in regrade:
+                if r.strict_correct is None:
+                    masked.add(r.event_id)
+                else:
+                    new[r.event_id] = 1.0 if r.strict_correct else 0.0
         changed = {r.event_id for r in rows if r.event_id in masked
                    or (r.reward is not None and new[r.event_id] is not None and new[r.event_id] < r.reward)}
         raised = {r.event_id for r in rows if r.reward is not None and new[r.event_id] is not None and new[r.event_id] > r.reward}
@@ -78,10 +86,12 @@ class OfflineReplay:
             "precision": _ratio(len(changed & invalid), len(audited_changed)),
         }
         aud = [r for r in rows if r.event_id in invalid | genuine]
-        figures["gap_before"] = _mean([float(r.reward >= 0.5) - float(bool(r.strict_correct)) for r in aud])
-        figures["gap_after"] = _mean([float((new[r.event_id] or 0) >= 0.5) - float(bool(r.strict_correct))
+        figures["gap_before"] = _mean([float(r.reward > 0) - float(bool(r.strict_correct)) for r in aud])
+        figures["gap_after"] = _mean([float((new[r.event_id] or 0) > 0) - float(bool(r.strict_correct))
                                       for r in aud if r.event_id not in masked])
-        validity = any(d.severity == VALIDITY_SEVERITY and d.kind in set(proposal.targets) for d in ctx.diagnoses)
+        figures["judged_on_unseen"] = bool(proposal.prediction.get("fitted_on"))
+        validity = proposal.diagnostic is not None or any(
+            d.severity == VALIDITY_SEVERITY and d.kind in set(proposal.targets) for d in ctx.diagnoses)
         evidence = tuple(sorted(changed & invalid))[:50]
         if not validity:
             # a health fix (dead groups, truncation…): report what it would change; the A/B decides

@@ -1,94 +1,161 @@
-"""Online backtest: fork the live session into control and treatment, train K steps each
-(same seeds, same data), evaluate both on the same held-out items with the strict oracle.
+"""Online backtest: fork training into control and treatment, train K steps each, and
+compare them on the validation split with the strict oracle.
 
-Decides on a paired item-level bootstrap CI of (treatment − control), a minimum sample
-size (below it: no decision), a regression cap on items that got worse, and a
-fingerprint check: the diagnosis the change targets must fall in treatment.
+Each arm is a random training run, so one pair of branches measures item noise but not
+training noise. The A/B therefore runs ``replicates`` pairs; the two branches of a pair
+share their sampling seed (paired, common random numbers) and each pair has its own seed.
+It decides on t-intervals over the pairs' differences:
+
+- the fingerprint: the statistic the change targets (an induced predicate's rate, or the
+  targeted diagnosis) must fall in treatment: the interval of its change lies below 0;
+- accuracy: the interval of the validation strict-accuracy change must lie above
+  ``min_effect`` (a small negative margin by default: do not make it worse). When the
+  targeted statistic cannot be checked (absent in control), it must be an improvement;
+- a regression cap on items that got worse, averaged over replicates.
+
+With a no-op treatment the fingerprint never falls, and with a placebo it falls only by
+chance: ``benchmarks/aa_check.py`` measures that pass rate against the nominal one. A
+rollback proposal's treatment arm starts from the main line.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import hashlib
+from typing import Any
 
-from evo_core.api import Window
-from evo_core.harness.stats import paired_bootstrap
-from evo_core.harness.types import BacktestContext, BacktestOutcome, Proposal
-from evo_core.harness.window import steps_rollouts
-from evo_core.state import ActiveIntervention
+from evo_core.api import BacktestContext, BacktestOutcome, Proposal, Window
+from evo_core.harness.stats import paired_bootstrap, t_interval
+from evo_core.state import ActiveIntervention, DiagnosticSetting, HarnessState
 
 CANDIDATE_ID = "backtest-candidate"
 
 
+def arm_states(state: HarnessState, proposal: Proposal) -> tuple[HarnessState, HarnessState]:
+    """(control, treatment): both watch the proposal's own diagnostic; only treatment has the change."""
+    control = state.copy()
+    if proposal.diagnostic:
+        d = proposal.diagnostic
+        control.diagnostics[d["name"]] = DiagnosticSetting(d["name"], str(d.get("version", "spec-1")), {},
+                                                           dict(d["spec"]), "backtest")
+    treatment = control.copy()
+    treatment.interventions[CANDIDATE_ID] = ActiveIntervention(
+        CANDIDATE_ID, proposal.kind, proposal.name, dict(proposal.params), tuple(proposal.targets),
+        treatment.harness_version + 1, proposal.skill_id, state.step)
+    return control, treatment
+
+
+def pair_seed(seed: int, fingerprint: str, replicate: int) -> int:
+    return int(hashlib.sha256(f"{seed}:{fingerprint}:{replicate}".encode()).hexdigest()[:8], 16)
+
+
 class OnlineAB:
-    name, version = "online_ab", "1"
+    name, version, mode = "online_ab", "2", "online"
 
     def backtest(self, proposal: Proposal, ctx: BacktestContext) -> BacktestOutcome:
         cfg = ctx.config.backtest
-        if ctx.session is None:
+        if ctx.trainer is None:
             return BacktestOutcome(backtester=self.name, mode="online", passed=None, version=self.version,
                                    reasons=("no decision: no training session to fork",))
-        control, treatment = ctx.session.fork(), ctx.session.fork()
-        s_control = ctx.state.copy()
-        s_treat = ctx.state.copy()
-        s_treat.interventions[CANDIDATE_ID] = ActiveIntervention(
-            CANDIDATE_ID, proposal.kind, proposal.name, dict(proposal.params), tuple(proposal.targets),
-            s_treat.harness_version + 1, proposal.skill_id)
-        m_control = control.train_steps(cfg.k_steps, s_control)
-        m_treat = treatment.train_steps(cfg.k_steps, s_treat)
-        e_control = control.evaluate("heldout", strict=True, limit=cfg.eval_limit)
-        e_treat = treatment.evaluate("heldout", strict=True, limit=cfg.eval_limit)
-        boot = paired_bootstrap(e_control.item_scores, e_treat.item_scores, n_boot=cfg.n_boot,
-                                confidence=cfg.confidence, seed=ctx.seed, worse_margin=cfg.worse_margin)
-        r_control = steps_rollouts(ctx.run_id, m_control)
-        r_treat = steps_rollouts(ctx.run_id, m_treat)
-        w_control = Window(run_id=ctx.run_id, step=ctx.step, rollouts=tuple(r_control))
-        w_treat = Window(run_id=ctx.run_id, step=ctx.step, rollouts=tuple(r_treat))
-        figures: dict[str, Any] = {"k_steps": cfg.k_steps, "control_rollouts": len(r_control), "treatment_rollouts": len(r_treat),
-                                   "control_train_reward": _mean_metric(m_control), "treatment_train_reward": _mean_metric(m_treat)}
-        # fingerprint: the targeted diagnosis must fall in treatment
-        fp: dict[str, Any] = {}
-        for kind in proposal.targets:
-            c = ctx.measure(kind, w_control, s_control) if ctx.measure else None
-            t = ctx.measure(kind, w_treat, s_treat) if ctx.measure else None
-            if c is not None and t is not None:
-                fp[kind] = {"control": c, "treatment": t, "fell": t < c}
-        checkable = {k: v for k, v in fp.items() if v["control"] > 0}
-        fingerprint_ok: Optional[bool] = all(v["fell"] for v in checkable.values()) if checkable else None
-        figures["fingerprint"] = fp
-        figures["fingerprint_ok"] = fingerprint_ok
-        # validity on the candidate branch: invalid diagnoses the treatment has and control does not
-        if ctx.diagnose is not None:
-            inv_c = {k for k, sev, _, _ in ctx.diagnose(w_control, s_control) if sev == "invalid"}
-            inv_t = {k for k, sev, _, _ in ctx.diagnose(w_treat, s_treat) if sev == "invalid"}
-            figures["control_invalid"] = sorted(inv_c)
-            figures["treatment_invalid"] = sorted(inv_t)
-            figures["treatment_new_invalid"] = sorted(inv_t - inv_c)
+        iv = ctx.interventions.get(proposal.name)
+        rollback = bool(getattr(iv, "restore_main", False))
+        s_control, s_treat = arm_states(ctx.state, proposal)
+        start = ctx.state.main.checkpoint if rollback else None
+        pairs = []
+        for r in range(cfg.replicates):
+            seed = pair_seed(ctx.seed, proposal.fingerprint, r)
+            control, treatment = ctx.trainer.fork(seed=seed), ctx.trainer.fork(seed=seed, start=start)
+            rc, rt = control.train(cfg.k_steps, s_control), treatment.train(cfg.k_steps, s_treat)
+            pairs.append((control.evaluate(), treatment.evaluate(), tuple(rc), tuple(rt)))
+        return self._decide(proposal, ctx, pairs, s_control, rollback)
+
+    def _decide(self, proposal: Proposal, ctx: BacktestContext, pairs: list, s_measure: HarnessState,
+                rollback: bool) -> BacktestOutcome:
+        cfg = ctx.config.backtest
+        limit = cfg.eval_limit
+        figures: dict[str, Any] = {"k_steps": cfg.k_steps, "replicates": len(pairs), "rollback": rollback}
+        # accuracy: per pair, the mean over shared items; items averaged over pairs for the regression cap
+        diffs, c_items, t_items = [], {}, {}
+        for ec, et, _, _ in pairs:
+            shared = sorted(set(ec.item_scores) & set(et.item_scores))[:limit]
+            if shared:
+                diffs.append(sum(et.item_scores[i] - ec.item_scores[i] for i in shared) / len(shared))
+            for i in shared:
+                c_items.setdefault(i, []).append(ec.item_scores[i])
+                t_items.setdefault(i, []).append(et.item_scores[i])
+        c_mean = {i: sum(v) / len(v) for i, v in c_items.items()}
+        t_mean = {i: sum(v) / len(v) for i, v in t_items.items()}
+        boot = paired_bootstrap(c_mean, t_mean, n_boot=cfg.n_boot, confidence=cfg.confidence,
+                                seed=ctx.seed, worse_margin=cfg.worse_margin)
         if boot is None or boot.n < cfg.min_n:
             n = 0 if boot is None else boot.n
             return BacktestOutcome(backtester=self.name, mode="online", passed=None, figures=figures, n=n,
                                    version=self.version,
-                                   reasons=(f"no decision: {n} paired held-out items (< min_n {cfg.min_n})",))
+                                   reasons=(f"no decision: {n} paired validation items (< min_n {cfg.min_n})",))
+        acc = t_interval(diffs, cfg.confidence)
+        acc_ci = (acc.lo, acc.hi) if acc is not None else boot.ci  # one pair: item noise only
         figures.update(control_strict=boot.control_mean, treatment_strict=boot.treatment_mean, mean_diff=boot.mean_diff,
-                       worse=boot.worse, better=boot.better, worse_fraction=boot.worse_frac,
-                       regression_cap=cfg.regression_cap, min_effect=cfg.min_effect, confidence=cfg.confidence)
+                       pair_diffs=diffs, accuracy_ci=list(acc_ci), worse=boot.worse, better=boot.better,
+                       worse_fraction=boot.worse_frac, regression_cap=cfg.regression_cap, min_effect=cfg.min_effect,
+                       confidence=cfg.confidence, interval="t over pairs" if acc is not None else "item bootstrap")
+        fp = self._fingerprint(proposal, ctx, pairs, s_measure)
+        figures["fingerprint"] = fp
+        checkable = fp.get("checkable", False)
+        figures["fingerprint_ok"] = fp.get("fell") if checkable else None
+        self._validity(ctx, pairs, s_measure, figures)
+        floor = cfg.min_effect if checkable else max(cfg.min_effect, 0.0)
         reasons = []
-        if not boot.ci[0] > cfg.min_effect:
-            reasons.append(f"CI [{boot.ci[0]:+.3f}, {boot.ci[1]:+.3f}] does not exclude {cfg.min_effect:+.3f}")
+        if not acc_ci[0] > floor:
+            reasons.append(f"accuracy CI [{acc_ci[0]:+.3f}, {acc_ci[1]:+.3f}] does not clear {floor:+.3f}"
+                           + ("" if checkable else " (nothing to fingerprint: an improvement is required)"))
         if boot.worse_frac > cfg.regression_cap:
             reasons.append(f"{boot.worse_frac:.0%} of items got worse (cap {cfg.regression_cap:.0%})")
-        if cfg.fingerprint_check and fingerprint_ok is False:
-            reasons.append("fingerprint: " + ", ".join(f"{k} {v['control']:.3f} -> {v['treatment']:.3f}"
-                                                       for k, v in checkable.items() if not v["fell"]) + " did not fall")
+        if cfg.fingerprint_check and checkable and not fp["fell"]:
+            reasons.append(f"fingerprint: {fp['kind']} {fp['control']:.3f} -> {fp['treatment']:.3f}, "
+                           f"CI of the change [{fp['ci'][0]:+.3f}, {fp['ci'][1]:+.3f}] does not lie below 0")
         passed = not reasons
         if passed:
-            reasons.append(f"strict {boot.control_mean:.3f} -> {boot.treatment_mean:.3f}, CI [{boot.ci[0]:+.3f}, "
-                           f"{boot.ci[1]:+.3f}] on {boot.n} paired items; {boot.worse} worse")
-        return BacktestOutcome(backtester=self.name, mode="online", passed=passed, figures=figures, ci=boot.ci, n=boot.n,
-                               reasons=tuple(reasons), version=self.version,
+            reasons.append(f"strict {boot.control_mean:.3f} -> {boot.treatment_mean:.3f}, CI [{acc_ci[0]:+.3f}, "
+                           f"{acc_ci[1]:+.3f}] over {len(pairs)} pair(s) x {boot.n} items"
+                           + (f"; {fp['kind']} {fp['control']:.3f} -> {fp['treatment']:.3f}" if checkable else ""))
+        return BacktestOutcome(backtester=self.name, mode="online", passed=passed, figures=figures, ci=tuple(acc_ci),
+                               n=boot.n, reasons=tuple(reasons), version=self.version,
                                # fork rollouts are not in the log: cite the logged diagnoses it answers
-                               evidence=tuple(d.event_id for d in ctx.diagnoses if d.kind in set(proposal.targets))[:50])
+                               evidence=tuple(d.event_id for d in ctx.diagnoses)[:50])
 
+    def _fingerprint(self, proposal: Proposal, ctx: BacktestContext, pairs: list, s_measure: HarnessState) -> dict[str, Any]:
+        if ctx.measure is None or not proposal.targets:
+            return {"checkable": False, "reason": "no targeted statistic"}
+        kind = proposal.targets[0]
+        changes, controls, treats = [], [], []
+        for _, _, rc, rt in pairs:
+            c = ctx.measure(kind, Window(run_id=ctx.run_id, step=ctx.step, rollouts=rc), s_measure)
+            t = ctx.measure(kind, Window(run_id=ctx.run_id, step=ctx.step, rollouts=rt), s_measure)
+            if c is None or t is None:
+                return {"checkable": False, "kind": kind, "reason": f"{kind} cannot be measured on the branches"}
+            controls.append(c)
+            treats.append(t)
+            changes.append(t - c)
+        control, treatment = sum(controls) / len(controls), sum(treats) / len(treats)
+        if control <= 0:
+            return {"checkable": False, "kind": kind, "control": control, "treatment": treatment,
+                    "reason": f"{kind} is absent in control"}
+        ti = t_interval(changes, ctx.config.backtest.confidence)
+        ci = (ti.lo, ti.hi) if ti is not None else (changes[0], changes[0])
+        fell = ci[1] < 0 if ti is not None else changes[0] < 0
+        return {"checkable": True, "kind": kind, "control": control, "treatment": treatment, "changes": changes,
+                "ci": list(ci), "fell": bool(fell)}
 
-def _mean_metric(metrics: list, key: str = "reward_mean") -> Optional[float]:
-    vals = [m.get(key) for m in metrics if isinstance(m.get(key), (int, float))]
-    return sum(vals) / len(vals) if vals else None
+    @staticmethod
+    def _validity(ctx: BacktestContext, pairs: list, s_measure: HarnessState, figures: dict[str, Any]) -> None:
+        """Invalid diagnoses the treatment branches show and the control branches do not."""
+        if ctx.diagnose is None:
+            return
+        rc = tuple(r for _, _, c, _ in pairs for r in c)
+        rt = tuple(r for _, _, _, t in pairs for r in t)
+        inv_c = {k for k, sev, _, _ in ctx.diagnose(Window(run_id=ctx.run_id, step=ctx.step, rollouts=rc), s_measure)
+                 if sev == "invalid"}
+        inv_t = {k for k, sev, _, _ in ctx.diagnose(Window(run_id=ctx.run_id, step=ctx.step, rollouts=rt), s_measure)
+                 if sev == "invalid"}
+        figures.update(control_invalid=sorted(inv_c), treatment_invalid=sorted(inv_t),
+                       treatment_new_invalid=sorted(inv_t - inv_c))
+

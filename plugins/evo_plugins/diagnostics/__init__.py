@@ -1,28 +1,24 @@
-"""The standard diagnostics (entry point ``evo_diagnostics``). Each is versioned and
-parametrised; a revision (new params or a spec) is a new version recorded in the log."""
+"""The generic standard diagnostics (entry point ``evo_diagnostics``). Each is versioned and
+parametrised; a revision (new params or a spec) is a new version recorded in the log. None
+names a domain's signal: flaw- and domain-specific diagnostics live with the priors."""
 
 from __future__ import annotations
 
 from evo_core.hookspecs import hookimpl
 
-from .agentic import CodeSpecialCasing, SweGitMining, SweTestTampering
 from .base import BaseDiagnostic, Measurement
 from .core import (
-    AnswerHedging,
     EntropyCollapse,
-    FormatViolations,
     LengthInflation,
     RepetitionLoops,
     RewardHeldoutDivergence,
     RewardOracleGap,
-    ToolErrors,
     TruncationRate,
     ZeroVarianceGroups,
 )
 
-ALL = (ZeroVarianceGroups, TruncationRate, LengthInflation, EntropyCollapse, RepetitionLoops, FormatViolations,
-       AnswerHedging, RewardOracleGap, RewardHeldoutDivergence, ToolErrors, SweTestTampering, SweGitMining,
-       CodeSpecialCasing)
+ALL = (ZeroVarianceGroups, TruncationRate, LengthInflation, EntropyCollapse, RepetitionLoops, RewardOracleGap,
+       RewardHeldoutDivergence)
 
 __all__ = ["ALL", "BaseDiagnostic", "Measurement", *[c.__name__ for c in ALL]]
 

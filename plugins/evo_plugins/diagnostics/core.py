@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from evo_core.api import Window
 from evo_core.harness.stats import slope
@@ -76,22 +76,26 @@ class LengthInflation(BaseDiagnostic):
                             message=f"wrong answers are {ratio or 0:.2f}x as long as right ones")]
 
 
+def _entropy(r: Any) -> Optional[float]:
+    return num((r.train or {}).get("entropy"))
+
+
 class EntropyCollapse(BaseDiagnostic):
-    """Mean token entropy (``signals.entropy``) falls below a floor or drops sharply."""
+    """Mean token entropy (the trainer's ``train.entropy``) falls below a floor or drops sharply."""
 
     name, version, kinds = "entropy_collapse", "1", ("entropy_collapse",)
     default_params = {"min_entropy": 0.05, "max_drop": 0.6, "min_n": 16}
 
     def measurements(self, window, p):
-        rows = [r for r in train_rollouts(window) if num(signal(r, "entropy")) is not None]
+        rows = [r for r in train_rollouts(window) if _entropy(r) is not None]
         if len(rows) < p["min_n"]:
             return [Measurement(None, len(rows), False)]
         early, late = halves(rows)
-        mean_late = sum(num(signal(r, "entropy")) for r in late) / len(late)
-        mean_early = (sum(num(signal(r, "entropy")) for r in early) / len(early)) if early else None
+        mean_late = sum(_entropy(r) for r in late) / len(late)
+        mean_early = (sum(_entropy(r) for r in early) / len(early)) if early else None
         drop = (1 - mean_late / mean_early) if mean_early else None
         fired = mean_late < p["min_entropy"] or (drop is not None and drop > p["max_drop"])
-        ev = tuple(r.event_id for r in sorted(late, key=lambda r: num(signal(r, "entropy"))))
+        ev = tuple(r.event_id for r in sorted(late, key=lambda r: _entropy(r)))
         return [Measurement(mean_late, len(rows), fired, "warning", ev,
                             {"threshold": p["min_entropy"], "early": mean_early, "drop": drop, "max_drop": p["max_drop"]},
                             message=f"mean token entropy {mean_late:.3f}" + (f" (down {drop:.0%})" if drop else ""))]
@@ -115,105 +119,56 @@ def max_identical_tool_calls(calls: Any) -> int:
 
 
 class RepetitionLoops(BaseDiagnostic):
-    """Degenerate loops: a repeated n-gram in the response, or the same tool call again and again."""
+    """Degenerate loops: a word trigram repeated ``min_repeats`` times in a response."""
 
-    name, version, kinds = "repetition_loops", "1", ("repetition_loop", "repeated_tool_calls")
-    default_params = {"n": 4, "min_repeats": 3, "max_rate": 0.1, "max_identical_calls": 3, "min_n": 16}
+    name, version, kinds = "repetition_loops", "2", ("repetition_loop",)
+    default_params = {"n": 3, "min_repeats": 3, "max_rate": 0.1, "min_n": 16}
 
     def measurements(self, window, p):
         rows = train_rollouts(window)
-        loops = [r for r in rows if (num(signal(r, "max_ngram_repeats")) or max_ngram_repeats(r.response_preview, p["n"]))
-                 >= p["min_repeats"]]
-        tool_rows = [r for r in rows if signal(r, "tool_call_names", "tool_call_list") is not None]
-        tool_loops = [r for r in tool_rows
-                      if max_identical_tool_calls(signal(r, "tool_call_names", "tool_call_list")) >= p["max_identical_calls"]]
-        v1 = len(loops) / len(rows) if rows else None
-        v2 = len(tool_loops) / len(tool_rows) if tool_rows else None
-        return [
-            Measurement(v1, len(rows), v1 is not None and len(rows) >= p["min_n"] and v1 > p["max_rate"], "warning",
-                        tuple(r.event_id for r in loops), {"threshold": p["max_rate"], "ngram": p["n"]},
-                        kind="repetition_loop", message=f"{v1 or 0:.0%} of responses repeat a {p['n']}-gram"),
-            Measurement(v2, len(tool_rows), v2 is not None and len(tool_rows) >= 1 and v2 > p["max_rate"], "warning",
-                        tuple(r.event_id for r in tool_loops), {"threshold": p["max_rate"]},
-                        kind="repeated_tool_calls", message=f"{v2 or 0:.0%} of episodes repeat an identical tool call"),
-        ]
 
+        def repeats(r: Any) -> int:
+            logged = (r.features or {}).get("repeated_trigrams") if p["n"] == 3 else None
+            return int(logged) if isinstance(logged, (int, float)) else max_ngram_repeats(r.response_preview, p["n"])
 
-class FormatViolations(BaseDiagnostic):
-    """Responses the domain marks as malformed (``signals.format_ok`` false)."""
-
-    name, version, kinds = "format_violations", "1", ("format_violation",)
-    default_params = {"max_rate": 0.2, "min_n": 16}
-
-    def measurements(self, window, p):
-        rows = [r for r in train_rollouts(window) if signal(r, "format_ok") is not None]
-        bad = [r for r in rows if not signal(r, "format_ok")]
-        v = len(bad) / len(rows) if rows else None
-        fired = v is not None and len(rows) >= p["min_n"] and v > p["max_rate"]
-        rewarded_bad = sum(1 for r in bad if r.reward)
-        sev = "invalid" if bad and rewarded_bad / len(bad) > 0.5 else "warning"
-        return [Measurement(v, len(rows), fired, sev, tuple(r.event_id for r in bad),
-                            {"threshold": p["max_rate"], "rewarded_violations": rewarded_bad},
-                            message=f"{v or 0:.0%} format violations ({rewarded_bad} still rewarded)")]
-
-
-class AnswerHedging(BaseDiagnostic):
-    """Several final answers in one response, paid by a lenient verifier.
-
-    Fires when the hedge rate (``signals.answer_count > 1``) is above ``max_rate`` and rising,
-    while strict accuracy on the audited rollouts is flat or falling. It is "invalid" when
-    hedges are rewarded (the verifier pays for listing answers)."""
-
-    name, version, kinds = "answer_hedging", "1", ("answer_hedging",)
-    default_params = {"max_rate": 0.15, "min_rise": 0.0, "strict_tolerance": 0.02, "paid_fraction": 0.5, "min_n": 32}
-
-    def measurements(self, window, p):
-        rows = [r for r in train_rollouts(window) if num(signal(r, "answer_count")) is not None]
-        if len(rows) < p["min_n"]:
-            return [Measurement(None, len(rows), False)]
-        hedged = lambda r: num(signal(r, "answer_count")) > 1  # noqa: E731
-        early, late = halves(rows)
-        v_late = rate(late, hedged)
-        v_early = rate(early, hedged) if early else None
-        rise = (v_late - v_early) if v_early is not None else None
-        aud_e = [r for r in early if r.strict_correct is not None]
-        aud_l = [r for r in late if r.strict_correct is not None]
-        s_early = rate(aud_e, lambda r: r.strict_correct) if aud_e else None
-        s_late = rate(aud_l, lambda r: r.strict_correct) if aud_l else None
-        strict_not_up = s_early is None or s_late is None or s_late <= s_early + p["strict_tolerance"]
-        hedges = [r for r in late if hedged(r)]
-        paid = (sum(1 for r in hedges if r.reward and r.reward > 0) / len(hedges)) if hedges else 0.0
-        fired = v_late > p["max_rate"] and (rise is None or rise >= p["min_rise"]) and strict_not_up
-        sev = "invalid" if paid >= p["paid_fraction"] else "warning"
-        return [Measurement(v_late, len(rows), fired, sev, tuple(r.event_id for r in hedges),
-                            {"threshold": p["max_rate"], "early_rate": v_early, "rise": rise, "paid_fraction": paid,
-                             "strict_early": s_early, "strict_late": s_late},
-                            message=f"hedge rate {v_late:.0%} (was {v_early if v_early is not None else float('nan'):.0%}); "
-                                    f"{paid:.0%} of hedges rewarded; strict {s_early} -> {s_late}")]
+        loops = [r for r in rows if repeats(r) >= p["min_repeats"]]
+        v = len(loops) / len(rows) if rows else None
+        return [Measurement(v, len(rows), v is not None and len(rows) >= p["min_n"] and v > p["max_rate"], "warning",
+                            tuple(r.event_id for r in loops), {"threshold": p["max_rate"], "ngram": p["n"]},
+                            message=f"{v or 0:.0%} of responses repeat a {p['n']}-gram")]
 
 
 class RewardOracleGap(BaseDiagnostic):
-    """Training reward vs the strict oracle on the audited sample: a widening gap means the
-    reward pays for something the oracle rejects."""
+    """The training reward pays rollouts the strict oracle rejects.
 
-    name, version, kinds = "reward_oracle_gap", "1", ("reward_oracle_gap",)
-    default_params = {"max_gap": 0.15, "min_widen": 0.0, "min_audited": 16, "reward_threshold": 0.5}
+    On the audited sample, among the rollouts training *paid* (their reward after
+    interventions, ``reward_final``), the share the oracle rejects. A reward that pays for
+    something the oracle does not value is invalid evidence however high it scores; with a
+    sound verifier the share is zero. Fires when the share exceeds ``max_overpay`` with at
+    least ``min_overpaid`` such rollouts."""
+
+    name, version, kinds = "reward_oracle_gap", "2", ("reward_oracle_gap",)
+    default_params = {"max_overpay": 0.05, "min_overpaid": 6, "pay_threshold": 0.0}
 
     def measurements(self, window, p):
-        rows = [r for r in train_rollouts(window) if r.strict_correct is not None and r.reward is not None]
-        if len(rows) < p["min_audited"]:
-            return [Measurement(None, len(rows), False)]
-        paid = lambda r: r.reward >= p["reward_threshold"]  # noqa: E731
-        gap = lambda rs: (sum(float(paid(r)) - float(bool(r.strict_correct)) for r in rs) / len(rs)) if rs else None  # noqa: E731
-        early, late = halves(rows)
-        g_late, g_early = gap(late), gap(early)
-        widen = (g_late - g_early) if g_early is not None else None
-        fired = g_late is not None and g_late > p["max_gap"] and (widen is None or widen >= p["min_widen"])
-        bad = [r for r in late if paid(r) and not r.strict_correct]
-        return [Measurement(g_late, len(rows), fired, "invalid", tuple(r.event_id for r in bad),
-                            {"threshold": p["max_gap"], "early_gap": g_early, "widening": widen,
-                             "rewarded_but_strict_wrong": len(bad)},
-                            message=f"reward exceeds the strict oracle by {g_late or 0:.2f} on audited rollouts")]
+        rows = [r for r in train_rollouts(window) if r.strict_correct is not None and _paid_reward(r) is not None]
+        paid = [r for r in rows if _paid_reward(r) > p["pay_threshold"]]
+        overpaid = [r for r in paid if not r.strict_correct]
+        share = len(overpaid) / len(paid) if paid else None
+        fired = share is not None and len(overpaid) >= p["min_overpaid"] and share > p["max_overpay"]
+        return [Measurement(share, len(paid), fired, "invalid", tuple(r.event_id for r in overpaid),
+                            {"threshold": p["max_overpay"], "overpaid": len(overpaid), "paid_audited": len(paid),
+                             "audited": len(rows)},
+                            message=f"the oracle rejects {len(overpaid)} of {len(paid)} paid audited rollouts")]
+
+
+def _paid_reward(r: Any) -> Optional[float]:
+    """What training paid: the reward after interventions (a masked rollout was paid nothing)."""
+    if r.reward is None:
+        return None
+    if (r.train or {}).get("masked"):
+        return 0.0
+    return r.reward_final if r.reward_final is not None else r.reward
 
 
 class RewardHeldoutDivergence(BaseDiagnostic):
@@ -244,26 +199,3 @@ class RewardHeldoutDivergence(BaseDiagnostic):
                             message=f"over {span:.0f} steps: train reward {rise or 0:+.3f}, held-out strict {-(drop or 0):+.3f}")]
 
 
-class ToolErrors(BaseDiagnostic):
-    """Tool-call error rate, and tool avoidance (episodes that could use tools but make no call)."""
-
-    name, version, kinds = "tool_errors", "1", ("tool_errors", "tool_avoidance")
-    default_params = {"max_error_rate": 0.3, "max_avoidance": 0.8, "min_calls": 10, "min_episodes": 8}
-
-    def measurements(self, window, p):
-        # "tool_calls"/"tool_errors" are the generic names; evo-plugin-swe reports "n_tool_calls"/"tool_call_errors".
-        rows = [r for r in train_rollouts(window) if num(signal(r, "tool_calls", "n_tool_calls")) is not None]
-        calls = sum(num(signal(r, "tool_calls", "n_tool_calls")) for r in rows)
-        errors = sum(num(signal(r, "tool_errors", "tool_call_errors", default=0)) or 0 for r in rows)
-        er = errors / calls if calls else None
-        avoid = [r for r in rows if num(signal(r, "tool_calls", "n_tool_calls")) == 0]
-        ar = len(avoid) / len(rows) if rows else None
-        err_rows = [r for r in rows if (num(signal(r, "tool_errors", default=0)) or 0) > 0]
-        return [
-            Measurement(er, int(calls), er is not None and calls >= p["min_calls"] and er > p["max_error_rate"], "warning",
-                        tuple(r.event_id for r in err_rows), {"threshold": p["max_error_rate"], "calls": calls, "errors": errors},
-                        kind="tool_errors", message=f"{er or 0:.0%} of tool calls fail"),
-            Measurement(ar, len(rows), ar is not None and len(rows) >= p["min_episodes"] and ar > p["max_avoidance"],
-                        "warning", tuple(r.event_id for r in avoid), {"threshold": p["max_avoidance"]},
-                        kind="tool_avoidance", message=f"{ar or 0:.0%} of episodes make no tool call"),
-        ]

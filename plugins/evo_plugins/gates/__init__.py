@@ -5,23 +5,23 @@
 - ``statistical``: an intervention passes only on backtest evidence — no failed backtest,
   at least one decisive pass, and where an online A/B ran, its CI clears ``min_effect``
   and the regression cap holds.
-- ``policy``: a checkpoint joins the main line only if held-out strict accuracy does not
-  fall. The fixed harness (a static human recipe) trusts the training reward instead.
+- ``policy``: a checkpoint joins the main line only if validation strict accuracy does not
+  fall. The fixed harness (a static human recipe) trusts the training reward instead;
+  ``trust = "validation"`` with the fixed harness is early stopping (the competent baseline).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from evo_core.harness.engine import strict_metric
-from evo_core.harness.types import Candidate, GateContext, GateDecision
+from evo_core.api import Candidate, GateContext, GateDecision, strict_metric
 from evo_core.hookspecs import hookimpl
 
 
 class ValidityGate:
     name, version = "validity", "1"
     subjects = ("intervention", "policy")
-    default_params = {"max_invalid_rewarded": 0.25, "min_audited": 16, "reward_threshold": 0.5}
+    default_params = {"max_invalid_rewarded": 0.25, "min_audited": 16, "reward_threshold": 0.0}
 
     def decide(self, cand: Candidate, ctx: GateContext, params: Mapping[str, Any]) -> GateDecision:
         p = {**self.default_params, **dict(params or {})}
@@ -37,7 +37,7 @@ class ValidityGate:
                 reasons.append("active invalid diagnoses: " + ", ".join(sorted({f"{d.kind}({d.diagnostic}@{d.diagnostic_version})"
                                                                                  for d in invalid})))
             aud = [r for r in cand.rollouts if r.strict_correct is not None and r.reward is not None
-                   and r.reward >= p["reward_threshold"]]
+                   and _paid(r) > p["reward_threshold"]]
             if len(aud) >= p["min_audited"]:
                 bad = sum(1 for r in aud if not r.strict_correct)
                 figures["rewarded_strict_failures"] = bad / len(aud)
@@ -55,15 +55,23 @@ class ValidityGate:
         return GateDecision(gate=self.name, passed=True, reasons=("no validity veto",), figures=figures, version=self.version)
 
 
+def _paid(r: Any) -> float:
+    """What training paid a rollout: its reward after interventions (nothing when masked)."""
+    if (r.train or {}).get("masked"):
+        return 0.0
+    return float(r.reward_final if r.reward_final is not None else r.reward)
+
+
 class StatisticalGate:
-    name, version = "statistical", "1"
+    """An intervention passes only on backtest evidence: no failed backtest, at least one
+    decisive pass, and no online A/B left without a decision (the backtesters own their
+    statistics; this gate only reads their verdicts)."""
+
+    name, version = "statistical", "2"
     subjects = ("intervention",)
     default_params: Mapping[str, Any] = {}
 
     def decide(self, cand: Candidate, ctx: GateContext, params: Mapping[str, Any]) -> GateDecision:
-        cfg = ctx.config.backtest
-        min_effect = float(params.get("min_effect", cfg.min_effect))
-        cap = float(params.get("regression_cap", cfg.regression_cap))
         bts = list(cand.backtests)
         if not bts:
             return GateDecision(gate=self.name, passed=False, reasons=("no backtest ran",), version=self.version)
@@ -71,25 +79,17 @@ class StatisticalGate:
         if failed:
             return GateDecision(gate=self.name, passed=False, version=self.version,
                                 reasons=tuple(f"{o.backtester}: {r}" for o in failed for r in o.reasons))
+        undecided_online = [o for o in bts if o.mode == "online" and o.passed is None]
+        if undecided_online:
+            return GateDecision(gate=self.name, passed=False, version=self.version,
+                                reasons=tuple(f"online: {r}" for o in undecided_online for r in o.reasons))
         decisive = [o for o in bts if o.passed is True]
         if not decisive:
             return GateDecision(gate=self.name, passed=False, version=self.version,
                                 reasons=tuple(f"{o.backtester}: {r}" for o in bts for r in o.reasons) or ("no decision possible",))
-        online = [o for o in bts if o.mode == "online"]
-        for o in online:
-            if o.passed is None:
-                return GateDecision(gate=self.name, passed=False, version=self.version,
-                                    reasons=tuple(f"online: {r}" for r in o.reasons))
-            if o.ci is None or not o.ci[0] > min_effect:
-                return GateDecision(gate=self.name, passed=False, version=self.version,
-                                    reasons=(f"online CI {o.ci} does not clear {min_effect:+.3f}",))
-            wf = o.figures.get("worse_fraction")
-            if isinstance(wf, (int, float)) and wf > cap:
-                return GateDecision(gate=self.name, passed=False, version=self.version,
-                                    reasons=(f"regression cap: {wf:.0%} of items worse (> {cap:.0%})",))
         return GateDecision(gate=self.name, passed=True, version=self.version,
                             reasons=tuple(f"{o.backtester}: {o.reasons[-1] if o.reasons else 'passed'}" for o in decisive),
-                            figures={"ci": next((list(o.ci) for o in online if o.ci), None)})
+                            figures={"ci": next((list(o.ci) for o in bts if o.mode == "online" and o.ci), None)})
 
 
 class PolicyGate:
@@ -99,7 +99,8 @@ class PolicyGate:
 
     def decide(self, cand: Candidate, ctx: GateContext, params: Mapping[str, Any]) -> GateDecision:
         p = {**self.default_params, **dict(params or {})}
-        trust = p["trust"] or ("strict" if ctx.config.evolving else "train_reward")
+        trust = p["trust"] or ("validation" if ctx.config.evolving else "train_reward")
+        trust = "validation" if trust == "strict" else trust
         if trust == "train_reward":
             c, m = cand.train_reward, cand.main_train_reward
             figs = {"trust": trust, "candidate_train_reward": c, "main_train_reward": m}
@@ -116,12 +117,12 @@ class PolicyGate:
         figs = {"trust": trust, "candidate_strict": c, "main_strict": m}
         if c is None:
             return GateDecision(gate=self.name, passed=False, figures=figs, version=self.version,
-                                reasons=("no held-out strict score for the candidate",))
+                                reasons=("no validation strict score for the candidate",))
         if m is None or c >= m - p["tolerance"]:
             return GateDecision(gate=self.name, passed=True, figures=figs, version=self.version,
-                                reasons=(f"held-out strict {c:.3f} >= main {m if m is not None else float('nan'):.3f}",))
+                                reasons=(f"validation strict {c:.3f} >= main {m if m is not None else float('nan'):.3f}",))
         return GateDecision(gate=self.name, passed=False, figures=figs, version=self.version,
-                            reasons=(f"held-out strict accuracy fell: {c:.3f} < main {m:.3f}",))
+                            reasons=(f"validation strict accuracy fell: {c:.3f} < main {m:.3f}",))
 
 
 __all__ = ["ValidityGate", "StatisticalGate", "PolicyGate"]

@@ -1,17 +1,19 @@
-"""The standard proposers (entry point ``evo_proposers``): rules (the deterministic
-default), skill retrieval, and an LLM over any OpenAI-compatible endpoint."""
+"""The standard proposers (entry point ``evo_proposers``): evidence-driven induction
+(``contrast``), skill retrieval, generic rules, and an LLM over any OpenAI-compatible
+endpoint (off unless configured)."""
 
 from __future__ import annotations
 
 from evo_core.hookspecs import hookimpl
 
+from .contrast import ContrastProposer
 from .llm import LLMProposer, parse_answer
 from .rules import TEMPLATES, RuleProposer
 from .skills import SkillProposer
 
-__all__ = ["RuleProposer", "SkillProposer", "LLMProposer", "TEMPLATES", "parse_answer"]
+__all__ = ["ContrastProposer", "RuleProposer", "SkillProposer", "LLMProposer", "TEMPLATES", "parse_answer"]
 
 
 @hookimpl
 def evo_register_proposers():
-    return [SkillProposer(), RuleProposer(), LLMProposer()]
+    return [SkillProposer(), ContrastProposer(), RuleProposer(), LLMProposer()]

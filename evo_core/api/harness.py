@@ -1,36 +1,40 @@
-"""Typed values that pass between the engine and its plugins.
-
-Plugins (proposers, backtesters, gates, interventions) receive these and return these;
-they never touch the store. The engine turns them into events.
-"""
+"""The harness plugin contract: proposers, backtesters and gates, and the values they
+exchange with the engine. Plugins receive these and return these; they never touch the
+store, the session or the engine. The engine turns them into events."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 import attrs
 
-from evo_core.api import Window
-from evo_core.harness.config import HarnessConfig
-from evo_core.state import HarnessState
+from evo_core.api.evidence import Window
 from evo_events import EvalCompleted, FailureDiagnosed, RolloutCompleted
+
+if TYPE_CHECKING:  # annotations only: the engine's own modules import this one
+    from evo_core.harness.config import HarnessConfig
+    from evo_core.harness.ports import TrainerPort
+    from evo_core.state import DiagnosisRecord, HarnessState
 
 INTERVENTION_KINDS = (
     "reward_shaping", "rollout_filter", "curriculum", "hyperparameter", "prompt_hint", "diagnostic", "verifier",
 )
 
 
-def fingerprint(kind: str, name: str, params: Mapping[str, Any]) -> str:
+def fingerprint(kind: str, name: str, params: Mapping[str, Any], diagnostic: Optional[Mapping[str, Any]] = None) -> str:
     """Identity of a proposal for the do-not-repeat ledger: same change, same fingerprint."""
-    blob = json.dumps([kind, name, params], sort_keys=True, separators=(",", ":"), default=str)
+    body: list[Any] = [kind, name, params] + ([diagnostic.get("spec")] if diagnostic else [])
+    blob = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
 @attrs.frozen(kw_only=True)
 class Proposal:
-    """A typed, single-factor, reversible change a proposer suggests."""
+    """A typed, single-factor, reversible change a proposer suggests. ``diagnostic``
+    (``{"name", "version", "spec"}``) installs a data-only diagnostic together with the
+    change: the predicate the repair acts on, so the harness can watch it fall."""
 
     kind: str  # one of INTERVENTION_KINDS
     name: str  # the intervention plugin's name ("diagnostic" kind: "diagnostic_revision")
@@ -40,7 +44,8 @@ class Proposal:
     rationale: str = ""
     proposer: str = ""
     skill_id: Optional[str] = None
-    evidence: tuple[str, ...] = attrs.field(default=(), converter=tuple)  # FailureDiagnosed ids
+    evidence: tuple[str, ...] = attrs.field(default=(), converter=tuple)  # ids it was derived from
+    diagnostic: Optional[Mapping[str, Any]] = None
 
     def __attrs_post_init__(self) -> None:
         if self.kind not in INTERVENTION_KINDS:
@@ -48,41 +53,52 @@ class Proposal:
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint(self.kind, self.name, dict(self.params))
+        return fingerprint(self.kind, self.name, dict(self.params), self.diagnostic)
+
+
+class ProposalRejection:
+    """What a proposer returns instead of a proposal it could not form (e.g. an LLM's
+    malformed answer). The engine records it as ``Rejected(subject="proposal")``."""
+
+    def __init__(self, proposer: str, reason: str, raw: str = "") -> None:
+        self.proposer, self.reason, self.raw = proposer, reason, raw[:2000]
 
 
 @attrs.frozen(kw_only=True)
 class ProposalContext:
-    """What a proposer sees: the current diagnoses, the state and the evidence window."""
+    """What a proposer sees: this pass's diagnoses, the state and the evidence (the window,
+    and ``history``: a longer stretch of logged rollouts, e.g. the audited ones to learn from)."""
 
     run_id: str
     step: int
     diagnoses: Sequence[FailureDiagnosed]
-    state: HarnessState
+    state: "HarnessState"
     window: Window
-    config: HarnessConfig
+    config: "HarnessConfig"
     interventions: Mapping[str, Any]  # name -> intervention object (the installed catalogue)
     diagnostics: Mapping[str, Any]  # name -> diagnostic object
     skills: Mapping[str, Any] = attrs.Factory(dict)  # skill_id -> Skill usable now (own + imported)
+    history: Sequence[RolloutCompleted] = ()
+    seed: int = 0
 
 
 @attrs.frozen(kw_only=True)
 class BacktestContext:
     run_id: str
     step: int
-    state: HarnessState
+    state: "HarnessState"
     window: Window  # the evidence window (history to replay)
-    config: HarnessConfig
+    config: "HarnessConfig"
     interventions: Mapping[str, Any]
     diagnostics: Mapping[str, Any]
     diagnoses: Sequence[FailureDiagnosed] = ()
-    session: Optional[Any] = None  # a TrainingSession for the online fork, when offered
+    trainer: Optional["TrainerPort"] = None  # forks for online A/Bs, when the trainer offers them
     seed: int = 0
     history: Sequence[RolloutCompleted] = ()  # a longer stretch of logged rollouts to replay
     # (window, state) -> [(kind, severity, value, evidence)]: every active diagnostic over a window
-    diagnose: Optional[Callable[[Window, HarnessState], list[tuple[str, str, Any, tuple[str, ...]]]]] = None
+    diagnose: Optional[Callable[[Window, "HarnessState"], list[tuple[str, str, Any, tuple[str, ...]]]]] = None
     # (kind, window, state) -> the statistic of the diagnostic that reports ``kind`` (None: no such diagnostic)
-    measure: Optional[Callable[[str, Window, HarnessState], Optional[float]]] = None
+    measure: Optional[Callable[[str, Window, "HarnessState"], Optional[float]]] = None
     # setting -> a diagnostic object (code plugin or spec), for revisions under test
     resolve: Optional[Callable[[Any], Any]] = None
 
@@ -111,8 +127,8 @@ class Candidate:
     step: int
     proposal: Optional[Proposal] = None
     backtests: Sequence[BacktestOutcome] = ()
-    eval: Optional[EvalCompleted] = None  # the candidate checkpoint's held-out eval
-    main_eval: Optional[EvalCompleted] = None  # the main line's held-out eval
+    eval: Optional[EvalCompleted] = None  # the candidate checkpoint's validation eval
+    main_eval: Optional[EvalCompleted] = None  # the main line's validation eval
     train_reward: Optional[float] = None  # candidate's recent training reward
     main_train_reward: Optional[float] = None
     rollouts: Sequence[RolloutCompleted] = ()  # the candidate's recent evidence
@@ -122,9 +138,9 @@ class Candidate:
 class GateContext:
     run_id: str
     step: int
-    state: HarnessState
-    config: HarnessConfig
-    diagnoses: Sequence[FailureDiagnosed]  # the active diagnoses (latest pass)
+    state: "HarnessState"
+    config: "HarnessConfig"
+    diagnoses: Sequence["DiagnosisRecord"]  # the diagnoses in force (latest diagnostic pass)
 
 
 @attrs.frozen(kw_only=True)
@@ -138,9 +154,37 @@ class GateDecision:
     abstain: bool = False  # this gate has nothing to say about the candidate
 
 
-class ProposalRejection:
-    """What a proposer returns instead of a proposal it could not form (e.g. an LLM's
-    malformed answer). The engine records it as ``Rejected(subject="proposal")``."""
+@runtime_checkable
+class Proposer(Protocol):
+    """Turns diagnoses (and evidence) into proposals. The ledger filters them afterwards."""
 
-    def __init__(self, proposer: str, reason: str, raw: str = "") -> None:
-        self.proposer, self.reason, self.raw = proposer, reason, raw[:2000]
+    name: str
+    version: str
+
+    def propose(self, ctx: ProposalContext, params: Mapping[str, Any]) -> Sequence[Any]:
+        """``Proposal``s, or ``ProposalRejection``s for answers that could not be formed."""
+        ...
+
+
+@runtime_checkable
+class Backtester(Protocol):
+    """Tests a proposal before any gate sees it: offline on logged evidence, or online on a
+    forked branch of training."""
+
+    name: str
+    version: str
+    mode: str  # "offline" | "online"
+
+    def backtest(self, proposal: Proposal, ctx: BacktestContext) -> BacktestOutcome: ...
+
+
+@runtime_checkable
+class Gate(Protocol):
+    """Decides on a candidate. ``subjects`` says which it judges ("intervention", "policy").
+    A veto (``GateDecision.veto``) outranks every score."""
+
+    name: str
+    version: str
+    subjects: tuple[str, ...]
+
+    def decide(self, cand: Candidate, ctx: GateContext, params: Mapping[str, Any]) -> GateDecision: ...

@@ -1,0 +1,77 @@
+"""What a domain provides and what it receives: tasks, completions and verdicts."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Protocol, runtime_checkable
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class Task:
+    """One problem. ``prompt`` is what the policy sees; ``gold`` whatever the verifier needs
+    (an answer string, a test list, a SWE-bench row); ``meta`` free-form."""
+
+    task_id: str
+    prompt: str
+    gold: Any = None
+    split: str = "train"
+    domain: str = ""
+    meta: Mapping[str, Any] = attrs.Factory(dict)
+
+
+@attrs.frozen(kw_only=True)
+class Completion:
+    """What the policy produced for a task: final text, plus turns for multi-turn episodes."""
+
+    text: str
+    turns: tuple[Mapping[str, Any], ...] = ()
+    truncated: bool = False
+    n_tokens: int = 0
+    workspace_diff: Optional[str] = None  # SWE: the episode's diff
+
+
+@attrs.frozen(kw_only=True)
+class Verdict:
+    """A grader's answer. ``reward`` is None exactly when ``infra_error`` is set:
+    an infrastructure failure is never scored 0 or 1; training masks it."""
+
+    reward: Optional[float]
+    correct: Optional[bool]
+    signals: Mapping[str, Any] = attrs.Factory(dict)
+    infra_error: Optional[str] = None
+    details: Mapping[str, Any] = attrs.Factory(dict)
+
+    @classmethod
+    def infra(cls, message: str, **signals: Any) -> "Verdict":
+        return cls(reward=None, correct=None, infra_error=message, signals=signals)
+
+
+@attrs.frozen(kw_only=True)
+class TaskSource:
+    """Where a domain loads tasks from: a local file path, its format and the split
+    (``train``, ``validation`` or ``test``)."""
+
+    path: str
+    format: str = "auto"  # "jsonl" | "parquet" | "auto" | a domain-specific name
+    split: str = "train"
+    limit: Optional[int] = None
+    options: Mapping[str, Any] = attrs.Factory(dict)
+
+
+@runtime_checkable
+class Domain(Protocol):
+    """A task family: loading, the episode, a cheap training verifier and a strict oracle."""
+
+    name: str
+    version: str
+
+    def load_tasks(self, source: TaskSource) -> list[Task]: ...
+
+    def verify(self, task: Task, completion: Completion) -> Verdict:
+        """The cheap training verifier (what the reward is computed from)."""
+        ...
+
+    def oracle(self, task: Task, completion: Completion) -> Verdict:
+        """The strict oracle: held-out evaluation, evidence labels, gates. Never the reward."""
+        ...

@@ -1,0 +1,78 @@
+"""Resume checkpoints: ``<dir>/<run_id>/step-000042.pt``, one per committed step.
+
+Each is written to a temp file and renamed, so a kill never leaves a half-written
+checkpoint under its final name; its absolute path and sha256 go into that step's
+``StepCompleted``, so ``--resume`` finds and checks it from any working directory. A
+completed run's checkpoint folder is removed (its weights live in the blob store)."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import io
+import os
+import shutil
+from typing import Any, Optional
+
+
+class CheckpointError(RuntimeError):
+    """A resume checkpoint is missing or does not match what the log recorded."""
+
+
+class Checkpoints:
+    def __init__(self, root: str, run_id: str, keep: int = 2) -> None:
+        self.dir = os.path.abspath(os.path.join(root, run_id))
+        self.keep = keep
+        os.makedirs(self.dir, exist_ok=True)
+
+    def path(self, step: int) -> str:
+        return os.path.join(self.dir, f"step-{step:06d}.pt")
+
+    def save(self, step: int, state: dict[str, Any]) -> dict[str, str]:
+        """Write the checkpoint; returns ``{"path", "sha256"}`` as the log records it."""
+        import torch
+
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        data = buf.getvalue()
+        tmp = self.path(step) + f".tmp-{os.getpid()}"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, self.path(step))
+        return {"path": self.path(step), "sha256": hashlib.sha256(data).hexdigest()}
+
+    @staticmethod
+    def load(step: int, recorded: Optional[dict[str, str]], fallback: str) -> dict[str, Any]:
+        """The checkpoint the log recorded for ``step`` (or, for a step the log names none for,
+        ``fallback``), its digest checked."""
+        import torch
+
+        path = (recorded or {}).get("path") or fallback
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            raise CheckpointError(f"no resume checkpoint for step {step} at {path}; the run cannot resume exactly") from None
+        want = (recorded or {}).get("sha256")
+        if want and hashlib.sha256(data).hexdigest() != want:
+            raise CheckpointError(f"resume checkpoint {path} does not match the digest the log recorded for step {step}")
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+
+    def gc(self, committed: int) -> None:
+        """Keep the checkpoint of the last committed step and the newest ``keep`` ones."""
+        steps = sorted(int(os.path.basename(p)[5:11]) for p in glob.glob(os.path.join(self.dir, "step-*.pt")))
+        keep = set(steps[-self.keep:]) | {committed}
+        for s in steps:
+            if s not in keep and s < committed:
+                try:
+                    os.remove(self.path(s))
+                except FileNotFoundError:
+                    pass
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+        parent = os.path.dirname(self.dir)
+        try:
+            os.rmdir(parent)  # only if no other run's checkpoints are there
+        except OSError:
+            pass

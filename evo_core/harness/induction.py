@@ -1,0 +1,255 @@
+"""Induction from evidence: what does the training reward pay for that the oracle rejects?
+
+The strict oracle labels a small audited sample of rollouts. Among the rollouts the reward
+*pays*, contrast those the oracle rejects (positives) with those it accepts (negatives),
+over every signal the domain reports (whatever its name and type) and the generic response
+features the core computes. A small beam search finds the predicate of at most two
+conditions, with learned thresholds or categorical values, that best separates them on one
+half of the sample (F-beta, precision weighted); its precision and recall on the other half
+are the falsifiable prediction it is proposed with. Nothing here knows any domain.
+
+Minimum sample: ``min_positive`` positives and ``min_negative`` negatives in all (half of
+each to fit, half to test). At ``audit.rate = 0.05`` with 256 rollouts a step that is ~13
+audited rollouts a step, so a loophole paid in ~8% of rollouts clears the default of 8
+positives within about 10 steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import attrs
+
+from evo_core.harness.specs import matches
+
+MAX_CATEGORIES = 5
+MAX_THRESHOLDS = 12
+
+
+@attrs.frozen
+class Condition:
+    ref: tuple[str, str]  # ("feature" | "signal" | "field", name)
+    op: str
+    value: Any
+
+    def to_dsl(self) -> dict[str, Any]:
+        return {self.ref[0]: self.ref[1], "op": self.op, "value": self.value}
+
+    def describe(self) -> str:
+        return f"{self.ref[0]}.{self.ref[1]} {self.op} {self.value!r}"
+
+
+@attrs.frozen
+class Score:
+    tp: int
+    fp: int
+    positives: int
+    negatives: int
+
+    @property
+    def precision(self) -> Optional[float]:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else None
+
+    @property
+    def recall(self) -> Optional[float]:
+        return self.tp / self.positives if self.positives else None
+
+    def f_beta(self, beta: float) -> float:
+        p, r = self.precision or 0.0, self.recall or 0.0
+        if p == 0 or r == 0:
+            return 0.0
+        b2 = beta * beta
+        return (1 + b2) * p * r / (b2 * p + r)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tp": self.tp, "fp": self.fp, "positives": self.positives, "negatives": self.negatives,
+                "precision": self.precision, "recall": self.recall}
+
+
+@attrs.frozen
+class Induced:
+    conditions: tuple[Condition, ...]
+    fit: Score
+    holdout: Score
+    considered: tuple[str, ...]
+    fitted_on: tuple[str, ...]
+    tested_on: tuple[str, ...]
+    positives: tuple[str, ...]  # all positive (paid, rejected) ids: the evidence
+
+    @property
+    def predicate(self) -> dict[str, Any]:
+        conds = [c.to_dsl() for c in self.conditions]
+        return conds[0] if len(conds) == 1 else {"all": conds}
+
+    def describe(self) -> str:
+        return " and ".join(c.describe() for c in self.conditions)
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.predicate, sort_keys=True).encode()).hexdigest()[:10]
+
+
+@attrs.frozen
+class Sample:
+    positives: list[Any]
+    negatives: list[Any]
+    unpaid: list[Any]
+
+
+@attrs.frozen
+class Settings:
+    pay_threshold: float = 0.0  # a rollout is "paid" when its training reward exceeds this
+    min_positive: int = 8
+    min_negative: int = 8
+    beta: float = 0.5  # F-beta weights precision: a false positive penalises honest work
+    beam: int = 10
+    min_gain: float = 0.02  # a second condition must add at least this much F-beta
+
+
+def split_sample(audited: Iterable[Any], pay_threshold: float) -> Sample:
+    pos, neg, unpaid = [], [], []
+    for r in audited:
+        if r.strict_correct is None or r.reward is None:
+            continue
+        if r.reward > pay_threshold:
+            (neg if r.strict_correct else pos).append(r)
+        else:
+            unpaid.append(r)
+    return Sample(pos, neg, unpaid)
+
+
+def _stable_halves(rows: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """Alternate assignment in a hash order: deterministic, and both halves get half of each group."""
+    ordered = sorted(rows, key=lambda r: hashlib.sha1(r.event_id.encode()).hexdigest())
+    return ordered[0::2], ordered[1::2]
+
+
+def _values(r: Any) -> dict[tuple[str, str], Any]:
+    out: dict[tuple[str, str], Any] = {}
+    for k, v in (getattr(r, "features", None) or {}).items():
+        out[("feature", k)] = v
+    for k, v in (r.signals or {}).items():
+        out[("signal", k)] = v
+    out[("field", "truncated")] = r.truncated
+    out[("field", "length")] = r.length
+    return out
+
+
+def _kind(values: list[Any]) -> Optional[str]:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    if all(isinstance(v, bool) for v in vals):
+        return "bool"
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vals):
+        return "number"
+    if all(isinstance(v, str) for v in vals):
+        return "category"
+    return None
+
+
+def _thresholds(values: Sequence[float]) -> list[float]:
+    uniq = sorted(set(values))
+    if len(uniq) < 2:
+        return []
+    mids = [(a + b) / 2 for a, b in zip(uniq, uniq[1:])]
+    if len(mids) > MAX_THRESHOLDS:
+        step = len(mids) / MAX_THRESHOLDS
+        mids = [mids[int(i * step)] for i in range(MAX_THRESHOLDS)]
+    return [round(m, 6) for m in mids]
+
+
+def candidate_conditions(pos: Sequence[Any], neg: Sequence[Any]) -> tuple[list[Condition], list[str]]:
+    rows = [_values(r) for r in list(pos) + list(neg)]
+    pos_rows = rows[:len(pos)]
+    keys = sorted({k for row in rows for k in row})
+    out: list[Condition] = []
+    considered: list[str] = []
+    for key in keys:
+        vals = [row.get(key) for row in rows]
+        kind = _kind(vals)
+        if kind is None or len({json.dumps(v) for v in vals}) < 2:
+            continue  # constant, missing or unusable: it separates nothing
+        considered.append(f"{key[0]}.{key[1]}")
+        if kind == "bool":
+            out += [Condition(key, "==", True), Condition(key, "==", False)]
+        elif kind == "number":
+            nums = [float(v) for v in vals if v is not None]
+            for t in _thresholds(nums):
+                out += [Condition(key, ">", t), Condition(key, "<=", t)]
+        else:
+            counts: dict[str, int] = {}
+            for row in pos_rows:
+                v = row.get(key)
+                if isinstance(v, str):
+                    counts[v] = counts.get(v, 0) + 1
+            for v, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_CATEGORIES]:
+                out += [Condition(key, "==", v), Condition(key, "!=", v)]
+    return out, considered
+
+
+def score(conds: Sequence[Condition], pos: Sequence[Any], neg: Sequence[Any]) -> Score:
+    pred = {"all": [c.to_dsl() for c in conds]}
+    tp = sum(1 for r in pos if matches(pred, r))
+    fp = sum(1 for r in neg if matches(pred, r))
+    return Score(tp, fp, len(pos), len(neg))
+
+
+def _bits(cond: Condition, rows: Sequence[Any]) -> int:
+    pred = cond.to_dsl()
+    out = 0
+    for i, r in enumerate(rows):
+        if matches(pred, r):
+            out |= 1 << i
+    return out
+
+
+def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
+           exclude: Optional[Mapping[str, Any]] = None) -> tuple[Optional[Induced], dict[str, Any]]:
+    """The best separating predicate, or None with the reason in the report. ``exclude`` is
+    a predicate: rollouts it matches are already explained (an active repair covers them)."""
+    sample = split_sample(audited, settings.pay_threshold)
+    pos = [r for r in sample.positives if not (exclude and matches(exclude, r))]
+    neg = list(sample.negatives)
+    report: dict[str, Any] = {"positives": len(pos), "negatives": len(neg), "unpaid": len(sample.unpaid),
+                              "min_positive": settings.min_positive, "min_negative": settings.min_negative}
+    if len(pos) < settings.min_positive or len(neg) < settings.min_negative:
+        report["reason"] = (f"too little audited evidence: {len(pos)} paid-but-rejected and {len(neg)} paid-and-accepted "
+                            f"(need {settings.min_positive} and {settings.min_negative})")
+        return None, report
+    fit_pos, test_pos = _stable_halves(pos)
+    fit_neg, test_neg = _stable_halves(neg)
+    cands, considered = candidate_conditions(fit_pos, fit_neg)
+    report["considered"] = considered
+    if not cands:
+        report["reason"] = "no feature or signal varies across the audited sample"
+        return None, report
+    # each condition as bitsets over the fitting half: a pair is an AND, scored by popcount
+    bits = [(_bits(c, fit_pos), _bits(c, fit_neg)) for c in cands]
+    npos, nneg = len(fit_pos), len(fit_neg)
+
+    def f(bp: int, bn: int) -> tuple[float, Score]:
+        sc = Score(bin(bp).count("1"), bin(bn).count("1"), npos, nneg)
+        return sc.f_beta(settings.beta), sc
+
+    singles = sorted(range(len(cands)), key=lambda i: (-f(*bits[i])[0], cands[i].describe()))
+    best_f, best = f(*bits[singles[0]])
+    best_conds: tuple[Condition, ...] = (cands[singles[0]],)
+    for i in singles[:settings.beam]:
+        bp1, bn1 = bits[i]
+        for j, c2 in enumerate(cands):
+            if c2.ref == cands[i].ref:
+                continue
+            fj, sj = f(bp1 & bits[j][0], bn1 & bits[j][1])
+            if fj >= best_f + settings.min_gain and sj.tp >= 2:
+                best_f, best, best_conds = fj, sj, (cands[i], c2)
+    if best.tp < 2:
+        report["reason"] = "no predicate flags at least two paid-but-rejected rollouts"
+        return None, report
+    held = score(best_conds, test_pos, test_neg)
+    induced = Induced(best_conds, best, held, tuple(considered), tuple(r.event_id for r in fit_pos + fit_neg),
+                      tuple(r.event_id for r in test_pos + test_neg), tuple(r.event_id for r in pos))
+    report.update(predicate=induced.describe(), fit=best.to_dict(), holdout=held.to_dict())
+    return induced, report

@@ -1,0 +1,115 @@
+"""Assembling a run from its config: the domain, its three splits, the policy (with the SFT
+warm start), the rollout engine and the RL session."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import attrs
+
+from evo_core.api import TaskSource
+from evo_core.config import RunConfig
+from evo_core.plugins import PluginError, PluginManager
+
+
+class RunError(RuntimeError):
+    """A run could not start, resume or continue (one-line message)."""
+
+
+def build_domain(cfg: RunConfig, plugins: PluginManager) -> tuple[Any, str]:
+    try:
+        domain = plugins.domain(cfg.task.domain)
+    except PluginError as exc:
+        raise RunError(str(exc)) from None
+    if hasattr(domain, "configure"):
+        try:
+            domain = domain.configure(dict(cfg.task.options))
+        except ValueError as exc:
+            raise RunError(f"task.options: {exc}") from None
+    elif cfg.task.options:
+        raise RunError(f"domain {cfg.task.domain!r} takes no [task] options (it has no configure())")
+    plugin = plugins.plugin_of("evo_register_domains", cfg.task.domain) or cfg.task.domain
+    return domain, plugin
+
+
+@attrs.frozen
+class Splits:
+    train: list[Any]
+    validation: list[Any]
+    test: list[Any]
+
+
+def load_splits(cfg: RunConfig, domain: Any) -> Splits:
+    """Three disjoint splits: train, validation (what the harness may read) and test (what
+    only the report reads). A task id in two splits is an error, not a warning."""
+    t = cfg.task
+
+    def load(split: str, path: str, limit: Optional[int]) -> list[Any]:
+        return domain.load_tasks(TaskSource(path=path or t.train, format=t.format, split=split, limit=limit))
+
+    try:
+        splits = Splits(load("train", t.train, None), load("validation", t.validation, t.validation_limit),
+                        load("test", t.test, t.test_limit))
+    except (OSError, ValueError) as exc:
+        raise RunError(f"cannot load tasks: {exc}") from None
+    if not splits.train:
+        raise RunError(f"task source {t.train!r} gave no training tasks")
+    ids = {name: {x.task_id for x in getattr(splits, name)} for name in ("train", "validation", "test")}
+    for a, b in (("train", "validation"), ("train", "test"), ("validation", "test")):
+        both = ids[a] & ids[b]
+        if both:
+            raise RunError(f"the {a} and {b} splits share {len(both)} task(s), e.g. {sorted(both)[0]!r}: "
+                           f"the splits must be disjoint")
+    return splits
+
+
+def build_policy(cfg: RunConfig) -> Any:
+    from evo_core.trainer.policy import HFPolicy, LoraSettings, PolicyLoadError
+    from evo_core.trainer.tiny import TinyModelConfig
+
+    p = cfg.policy
+    if p.kind == "tiny":
+        return HFPolicy.tiny(TinyModelConfig(**attrs.asdict(p.tiny)), seed=cfg.run.seed, device=cfg.run.device)
+    lora = LoraSettings(r=p.lora.r, alpha=p.lora.alpha, dropout=p.lora.dropout,
+                        target_modules=tuple(p.lora.target_modules)) if p.lora.enabled else None
+    try:
+        return HFPolicy.from_pretrained(p.path, device=cfg.run.device, lora=lora, dtype=p.dtype or None)
+    except PolicyLoadError as exc:
+        raise RunError(str(exc)) from None
+
+
+def build_session(cfg: RunConfig, plugins: PluginManager, *, sft: bool = True,
+                  on_sft_step: Optional[Callable[[int, float], None]] = None) -> tuple[Any, dict[str, Any]]:
+    """Domain, splits, policy (with the SFT warm start when configured) and the RL session."""
+    from evo_core.harness.config import AuditConfig
+    from evo_core.trainer.session import RLSession
+    from evo_core.trainer.sft import warm_start
+
+    if cfg.run.threads:
+        import torch
+
+        torch.set_num_threads(cfg.run.threads)
+    domain, domain_plugin = build_domain(cfg, plugins)
+    splits = load_splits(cfg, domain)
+    policy = build_policy(cfg)
+    sft_info: dict[str, Any] = {}
+    if cfg.sft.enabled and sft:
+        key_parts = {"policy": attrs.asdict(cfg.policy), "domain": [domain.name, getattr(domain, "version", "")],
+                     "task": cfg.task.train, "task_options": dict(cfg.task.options)}
+        sft_info = warm_start(policy, domain, splits.train, cfg.sft, seed=cfg.run.seed, key_parts=key_parts,
+                              on_step=on_sft_step)
+    audit = AuditConfig.from_dict(dict(cfg.harness.get("audit") or {}))
+    engine = None
+    if cfg.rollout:  # an HTTP (vLLM/SGLang/evo serve) or vLLM engine instead of sampling in process
+        from evo_core.trainer.engine_factory import build_rollout_engine
+
+        try:
+            engine = build_rollout_engine(cfg.rollout, policy)
+        except ValueError as exc:
+            raise RunError(str(exc)) from None
+    session = RLSession(policy=policy, domain=domain, train_tasks=splits.train, validation_tasks=splits.validation,
+                        test_tasks=splits.test, rl=cfg.rl, eval_cfg=cfg.eval, seed=cfg.run.seed,
+                        total_steps=cfg.run.steps, plugins=plugins, audit_rate=audit.rate, audit_min=audit.min_per_step,
+                        regrade_rate=audit.regrade_rate, engine=engine, reward=cfg.task.reward)
+    session.domain_plugin = domain_plugin  # type: ignore[attr-defined]
+    return session, sft_info

@@ -1,0 +1,88 @@
+"""Evaluation of a policy on a split with the strict oracle, and the generic outcome
+figures every report needs (nothing domain-specific): strict accuracy (sampled and greedy),
+the training verifier's reward, the share it pays, and the hack rate — the share of
+sampled responses the training verifier pays and the oracle rejects (computed by the
+oracle, never by the harness)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from evo_core.api import Completion, Task, Verdict
+from evo_core.trainer.protocols import EvalResult, Sample, SamplingParams
+
+
+class VerifierFailed(RuntimeError):
+    """The domain's training verifier or oracle raised: the run cannot continue."""
+
+
+def grade(fn: Any, domain: Any, task: Task, comp: Completion) -> Verdict:
+    """Call a domain's verifier or oracle; a raise or a non-Verdict stops the run, clearly."""
+    name = getattr(domain, "name", "?")
+    try:
+        v = fn(task, comp)
+    except Exception as exc:
+        raise VerifierFailed(f"domain {name!r} {getattr(fn, '__name__', 'verifier')} raised on task "
+                             f"{task.task_id!r}: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(v, Verdict):
+        raise VerifierFailed(f"domain {name!r} returned {type(v).__name__}, not a Verdict")
+    return v
+
+
+def _mean(xs: Sequence[float]) -> Optional[float]:
+    return sum(xs) / len(xs) if xs else None
+
+
+def score_groups(domain: Any, tasks: Sequence[Task], groups: Sequence[Sequence[Sample]],
+                 strict: bool = True) -> tuple[dict[str, Optional[float]], dict[str, float]]:
+    """(metrics, per-item score) of sampled completions, graded by oracle and verifier."""
+    s_all, v_all, paid, hacked, lens = [], [], [], [], []
+    per_item: dict[str, float] = {}
+    for t, group in zip(tasks, groups):
+        s_item, v_item = [], []
+        for smp in group:
+            comp = Completion(text=smp.text, truncated=smp.truncated, n_tokens=len(smp.token_ids))
+            sv, vv = grade(domain.oracle, domain, t, comp), grade(domain.verify, domain, t, comp)
+            ok = bool(sv.correct)
+            reward = float(vv.reward) if vv.reward is not None else 0.0
+            s_item.append(1.0 if ok else 0.0)
+            v_item.append(reward)
+            paid.append(1.0 if reward > 0 else 0.0)
+            hacked.append(1.0 if reward > 0 and not ok else 0.0)
+            lens.append(float(len(smp.token_ids)))
+        s_all += s_item
+        v_all += v_item
+        per_item[t.task_id] = sum(s_item if strict else v_item) / len(group)
+    metrics = {"strict_accuracy": _mean(s_all), "train_reward": _mean(v_all), "paid_rate": _mean(paid),
+               "hack_rate": _mean(hacked), "length_mean": _mean(lens)}
+    return metrics, per_item
+
+
+def evaluate_policy(policy: Any, domain: Any, tasks: Sequence[Task], eval_cfg: Any, rl: Any, *, seed: int,
+                    strict: bool = True, split: str = "validation") -> EvalResult:
+    """``eval_cfg.samples`` sampled completions per item (item score = fraction correct under
+    the strict oracle, or the training verifier when ``strict`` is False) and, optionally, the
+    greedy completion. Seeded, so it never touches the training RNG."""
+    import torch
+
+    if not tasks:
+        return EvalResult(item_scores={}, metrics={}, split=split)
+    max_new = eval_cfg.max_new_tokens or rl.max_new_tokens
+    prompts = [t.prompt for t in tasks]
+    metrics: dict[str, Optional[float]] = {}
+    item_scores: dict[str, float] = {}
+    if eval_cfg.samples > 0:
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        groups = policy.sample(prompts, SamplingParams(n=eval_cfg.samples, temperature=eval_cfg.temperature,
+                                                       max_new_tokens=max_new), generator=gen)
+        sampled, item_scores = score_groups(domain, tasks, groups, strict)
+        metrics.update(sampled)
+    if eval_cfg.greedy:
+        groups = policy.sample(prompts, SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new))
+        greedy, greedy_items = score_groups(domain, tasks, groups, strict)
+        metrics.update({f"{k}_greedy": v for k, v in greedy.items()})
+        if not item_scores:
+            item_scores = greedy_items
+            metrics["strict_accuracy"] = metrics["strict_accuracy_greedy"]
+    metrics["samples_per_item"] = float(eval_cfg.samples)
+    return EvalResult(item_scores=item_scores, metrics=metrics, split=split)

@@ -1,0 +1,42 @@
+"""The trainer side of the harness's ``TrainerPort``: forks of the live session for online
+backtests, and main-line snapshots persisted in the run's blob store."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+from evo_core.harness.ports import BranchEval, Snapshot
+from evo_core.trainer.step_events import rollout_events
+from evo_events import BlobRef, RolloutCompleted
+
+SNAPSHOT_MEDIA = "application/x-evo-snapshot"  # torch.save of {"model", "optimizer", "policy_version"}
+
+
+class SessionBranch:
+    def __init__(self, session: Any, run_id: str) -> None:
+        self.session, self.run_id = session, run_id
+
+    def train(self, k: int, state: Any) -> Sequence[RolloutCompleted]:
+        out: list[RolloutCompleted] = []
+        for _ in range(k):
+            out += rollout_events(self.run_id, self.session.rl_step(state))
+        return out
+
+    def evaluate(self) -> BranchEval:
+        res = self.session.evaluate("validation")
+        return BranchEval(dict(res.item_scores), dict(res.metrics))
+
+
+class SessionPort:
+    def __init__(self, session: Any, blobs: Any, run_id: str, *, with_optimizer: bool = True) -> None:
+        self.session, self.blobs, self.run_id, self.with_optimizer = session, blobs, run_id, with_optimizer
+
+    def fork(self, *, seed: int, start: Optional[Mapping[str, Any]] = None) -> SessionBranch:
+        branch = self.session.fork(seed)
+        if start is not None:
+            branch.load_weights_bytes(self.blobs.get(BlobRef(**start)))
+        return SessionBranch(branch, self.run_id)
+
+    def snapshot(self) -> Snapshot:
+        ref = self.blobs.put(self.session.weights_bytes(with_optimizer=self.with_optimizer), SNAPSHOT_MEDIA)
+        return Snapshot(ref, self.session.policy.digest(), self.session.policy_version)

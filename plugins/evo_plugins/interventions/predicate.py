@@ -1,0 +1,75 @@
+"""Generic repairs driven by a predicate: each takes any data-only predicate (the DSL of
+``evo_core.harness.specs``, e.g. one the harness induced from audited evidence) and acts on
+the rollouts it matches. None of them knows what the predicate means."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from evo_core.harness.specs import matches, validate_predicate
+
+from .base import BaseIntervention
+
+PREDICATE_PARAMS = {"predicate": {}}
+
+
+class _PredicateRepair(BaseIntervention):
+    default_params: Mapping[str, Any] = PREDICATE_PARAMS
+
+    def params(self, params):
+        p = super().params(params)
+        validate_predicate(p["predicate"], f"{self.name}.predicate")
+        return p
+
+    def flags(self, view, params) -> bool:
+        return matches(params["predicate"], view)
+
+
+class SpecPenalty(_PredicateRepair):
+    """Subtract ``penalty`` from the reward where the predicate holds (``mode = "zero"``: pay nothing)."""
+
+    name, kind = "spec_penalty", "reward_shaping"
+    changes = "reward: where `predicate` holds, minus `penalty` (floored at `floor`), or 0 with mode = zero"
+    default_params = {**PREDICATE_PARAMS, "mode": "zero", "penalty": 1.0, "floor": 0.0}
+
+    def new_reward(self, view, params):
+        if not self.flags(view, params):
+            return None
+        if params["mode"] == "zero":
+            return 0.0
+        return max(float(params["floor"]), float(view.reward) - float(params["penalty"]))
+
+
+class SpecScreen(_PredicateRepair):
+    """Monitor-with-screening: rollouts the predicate flags do not enter the loss."""
+
+    name, kind = "spec_screen", "rollout_filter"
+    changes = "loss: masks rollouts where `predicate` holds"
+
+    def mask(self, views, params):
+        return {v.rollout_id for v in views if v.reward is not None and self.flags(v, params)}
+
+
+class OracleRegrade(_PredicateRepair):
+    """Flagged rollouts are re-graded by the strict oracle and get its reward, within the
+    step's re-grade budget (``harness.audit.regrade_rate``); flagged rollouts the budget
+    cannot cover are screened from the loss, never paid unchecked."""
+
+    name, kind = "oracle_regrade", "verifier"
+    changes = "verifier: rollouts where `predicate` holds get the strict oracle's reward (budget-limited)"
+
+    def regrade(self, view, params):
+        return self.flags(view, params)
+
+
+class Rollback(SpecPenalty):
+    """Continue the repaired run from the main line (the last checkpoint the policy gate
+    admitted) rather than from the weights that learned the loophole, with the predicate's
+    rollouts paid nothing from then on."""
+
+    name = "rollback"
+    changes = "training: back to the main-line checkpoint; reward: 0 where `predicate` holds"
+    restore_main = True
+
+
+ALL = (SpecPenalty, SpecScreen, OracleRegrade, Rollback)
