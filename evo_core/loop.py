@@ -86,7 +86,8 @@ class RunLoop:
     """Runs (or resumes) one run of ``cfg`` (already resolved for one harness arm)."""
 
     def __init__(self, cfg: RunConfig, store: Any, *, plugins: Optional[PluginManager] = None,
-                 progress: Optional[Any] = None, on_step: Optional[Callable[[int, dict], None]] = None) -> None:
+                 progress: Optional[Any] = None, on_step: Optional[Callable[[int, dict], None]] = None,
+                 session_factory: Callable[..., tuple[Any, dict[str, Any]]] = build_session) -> None:
         if len(cfg.run.harnesses) != 1:
             raise RunError("RunLoop runs one harness arm; use run_all() for several")
         self.cfg = cfg
@@ -95,6 +96,7 @@ class RunLoop:
         self.plugins = plugins or PluginManager()
         self.progress = progress
         self.on_step = on_step
+        self.session_factory = session_factory
         self.state = HarnessState()
         self.version = 0
         self.stream = ""
@@ -148,7 +150,7 @@ class RunLoop:
             raise RunError(f"run {self.run_id!r} already exists in {self.store.url}; use --resume to continue it")
         self._check_store_writable()
         self._check_plugins()
-        self.session, self.sft_info = build_session(self.cfg, self.plugins, on_sft_step=self._sft_progress())
+        self.session, self.sft_info = self.session_factory(self.cfg, self.plugins, on_sft_step=self._sft_progress())
         self.session.id_salt = self.run_id
         self.ckpt = Checkpoints(self.cfg.run.checkpoint_dir, self.run_id)
         cfg_dict = self.cfg.to_dict()
@@ -194,7 +196,7 @@ class RunLoop:
         self._check_store_writable()
         steps = [e for e in events if isinstance(e, StepCompleted)]
         committed = steps[-1].step if steps else 0
-        self.session, self.sft_info = build_session(self.cfg, self.plugins, sft=False)
+        self.session, self.sft_info = self.session_factory(self.cfg, self.plugins, sft=False)
         self.session.id_salt = self.run_id
         self.ckpt = Checkpoints(self.cfg.run.checkpoint_dir, run_id)
         recorded = steps[-1].resume_checkpoint if steps else None
@@ -385,16 +387,7 @@ class RunLoop:
         if not self.session.splits.get("test") or main.checkpoint is None \
                 or main.policy_version == self.session.policy_version:
             return
-        import copy
-
-        policy = copy.deepcopy(self.session.policy)
-        import io
-
-        import torch
-
-        snap = torch.load(io.BytesIO(self.store.blobs.get(BlobRef(**main.checkpoint))), map_location="cpu",
-                          weights_only=False)
-        policy.load_state_dict(snap["model"])
+        policy = self.session.detached_policy(self.store.blobs.get(BlobRef(**main.checkpoint)))
         self._append([self._eval_event(self.session.step, "test", branch="mainline", policy=policy,
                                        policy_version=main.policy_version)])
 
@@ -496,7 +489,7 @@ def _install_sigterm() -> Any:
 
 
 def run_all(cfg: RunConfig, store: Any, *, harness: Optional[str] = None, plugins: Optional[PluginManager] = None,
-            progress: Any = None) -> list[RunOutcome]:
+            progress: Any = None, session_factory: Callable[..., Any] = build_session) -> list[RunOutcome]:
     """One run per harness arm in ``cfg.run.harnesses`` (or just ``harness``), same seed and data."""
     arms = [harness] if harness else list(cfg.run.harnesses)
     out = []
@@ -505,20 +498,21 @@ def run_all(cfg: RunConfig, store: Any, *, harness: Optional[str] = None, plugin
             resolved = cfg.for_arm(arm)
         except ConfigError as exc:
             raise ConfigError(f"--harness: {exc}") from None
-        loop = RunLoop(resolved, store, plugins=plugins, progress=progress)
+        loop = RunLoop(resolved, store, plugins=plugins, progress=progress, session_factory=session_factory)
         loop.start()
         out.append(loop.run())
     return out
 
 
 def resume_run(cfg: RunConfig, store: Any, run_id: str, *, plugins: Optional[PluginManager] = None,
-               progress: Any = None, harness: Optional[str] = None) -> RunOutcome:
+               progress: Any = None, harness: Optional[str] = None,
+               session_factory: Callable[..., Any] = build_session) -> RunOutcome:
     started = next(iter(store.events(run_stream(run_id))), None)
     if started is None:
         raise RunError(f"run {run_id!r} not found in {store.url}")
     arm = (started.config.get("run") or {}).get("arm") or started.harness_mode
     if harness is not None and harness != arm:
         raise RunError(f"run {run_id!r} is the {arm!r} arm; --harness {harness} does not match (leave it out to resume)")
-    loop = RunLoop(cfg.for_arm(arm), store, plugins=plugins, progress=progress)
+    loop = RunLoop(cfg.for_arm(arm), store, plugins=plugins, progress=progress, session_factory=session_factory)
     loop.resume(run_id)
     return loop.run()

@@ -129,6 +129,7 @@ class HarnessState:
     proposals: dict[str, dict[str, Any]] = attrs.Factory(dict)
     diagnosis_counts: dict[str, int] = attrs.Factory(dict)
     rejected: dict[str, float] = attrs.Factory(dict)  # fingerprint -> evidence value when rejected
+    rejected_families: dict[str, float] = attrs.Factory(dict)  # same change, other params (see ``family``)
     active_diagnoses: list[DiagnosisRecord] = attrs.Factory(list)
     gated_evals: list[str] = attrs.Factory(list)  # validation evals a policy gate decided on
     last_gate_step: int = 0
@@ -170,6 +171,12 @@ def _initial_from_config(state: HarnessState, ev: RunStarted) -> None:
         spec = params.pop("spec", None)
         state.diagnostics[name] = DiagnosticSetting(name, version, params, spec)
     state.gate_config = dict(harness.get("gates") or {})
+
+
+def family(kind: str, name: str, targets: Iterable[str]) -> str:
+    """A change's family: the same intervention for the same diagnoses, whatever its params
+    (a curriculum proposal names different tasks each time; the ledger must still see a repeat)."""
+    return f"{kind}:{name}:{','.join(sorted(targets))}"
 
 
 def _see_version(state: HarnessState, version: int) -> None:
@@ -219,7 +226,11 @@ def apply(state: HarnessState, ev: Event, position: Optional[int] = None) -> Har
             _remember_start_reward(state, ev.figures)
         elif ev.fingerprint:
             value = ev.figures.get("evidence_value") if isinstance(ev.figures, dict) else None
-            state.rejected[ev.fingerprint] = float(value) if isinstance(value, (int, float)) else 0.0
+            value = float(value) if isinstance(value, (int, float)) else 0.0
+            state.rejected[ev.fingerprint] = value
+            proposal = state.proposals.get(ev.subject_id)
+            if proposal:
+                state.rejected_families[family(proposal["kind"], proposal["name"], proposal["targets"])] = value
     elif isinstance(ev, InterventionReverted):
         state.interventions.pop(ev.proposal_id, None)
         state.harness_version = ev.harness_version_after

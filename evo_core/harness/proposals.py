@@ -25,7 +25,7 @@ from evo_core.harness.emit import jsonable
 from evo_core.harness.gating import run_gates, verdict
 from evo_core.harness.mainline import records, restore_event
 from evo_core.harness.specs import evaluate_spec
-from evo_core.state import DiagnosticSetting, HarnessState
+from evo_core.state import DiagnosticSetting, HarnessState, family
 from evo_events import (
     BacktestFailed,
     BacktestPassed,
@@ -132,8 +132,9 @@ def ledger_filter(p: "HarnessPass", proposals: Sequence[Proposal], diagnoses: Se
             continue
         if prop.targets and set(prop.targets) <= recent_targets:
             continue  # a just-promoted change for these diagnoses needs time to act
-        if fp in state.rejected:
-            before = state.rejected[fp]
+        fam = family(prop.kind, prop.name, prop.targets)
+        if fp in state.rejected or fam in state.rejected_families:
+            before = state.rejected.get(fp, state.rejected_families.get(fam, 0.0))
             now = target_value(p, prop.targets, with_diagnostic(state, prop), diagnoses)
             if now <= before * (1.0 + cfg.ledger_new_evidence) + 1e-9:
                 log.info("ledger_blocked", name=prop.name, fingerprint=fp[:12], before=before, now=now)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
-from evo_core.harness.engine import strict_metric
+from evo_core.api import strict_metric
 from evo_events import (
     BacktestFailed,
     BacktestPassed,

@@ -492,6 +492,16 @@ class RLSession:
         if snap.get("optimizer") is not None:
             self.optimizer.load_state_dict(snap["optimizer"])
 
+    def detached_policy(self, data: bytes) -> Any:
+        """A copy of the policy with a snapshot's weights (to evaluate it; training is untouched)."""
+        import io
+
+        import torch
+
+        policy = copy.deepcopy(self.policy)
+        policy.load_state_dict(torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)["model"])
+        return policy
+
     def restore(self, data: bytes, policy_version: int) -> None:
         """Back to a snapshot's weights and optimizer. The step counter, RNG and data position
         keep moving forward, and the restored weights get the new policy version the log named
