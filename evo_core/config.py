@@ -56,6 +56,7 @@ class TaskSection:
     test: str = ""  # read by nothing but the report; default: the train source, split "test"
     validation_limit: Optional[int] = None
     test_limit: Optional[int] = None
+    validation_fraction: float = 0.0  # > 0: carve validation from train by a stable hash of task ids
     reward: str = "verifier"  # "verifier" trains on the domain's verifier; "oracle" on its strict oracle (the reference)
     format: str = "auto"
     options: dict[str, Any] = attrs.Factory(dict)  # passed to the domain's ``configure`` when it has one

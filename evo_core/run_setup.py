@@ -3,6 +3,7 @@ warm start), the rollout engine and the RL session."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Callable, Optional
 
 import attrs
@@ -39,17 +40,27 @@ class Splits:
     test: list[Any]
 
 
+def _carved(task_id: str, fraction: float) -> bool:
+    return int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < fraction
+
+
 def load_splits(cfg: RunConfig, domain: Any) -> Splits:
     """Three disjoint splits: train, validation (what the harness may read) and test (what
-    only the report reads). A task id in two splits is an error, not a warning."""
+    only the report reads). ``task.validation_fraction`` carves validation out of train by a
+    stable hash of task ids. A task id in two splits is an error, not a warning."""
     t = cfg.task
 
     def load(split: str, path: str, limit: Optional[int]) -> list[Any]:
         return domain.load_tasks(TaskSource(path=path or t.train, format=t.format, split=split, limit=limit))
 
     try:
-        splits = Splits(load("train", t.train, None), load("validation", t.validation, t.validation_limit),
-                        load("test", t.test, t.test_limit))
+        train = load("train", t.train, None)
+        if t.validation_fraction > 0 and not t.validation:
+            validation = [x for x in train if _carved(x.task_id, t.validation_fraction)][: t.validation_limit]
+            train = [x for x in train if not _carved(x.task_id, t.validation_fraction)]
+        else:
+            validation = load("validation", t.validation, t.validation_limit)
+        splits = Splits(train, validation, load("test", t.test, t.test_limit))
     except (OSError, ValueError) as exc:
         raise RunError(f"cannot load tasks: {exc}") from None
     if not splits.train:
@@ -58,8 +69,9 @@ def load_splits(cfg: RunConfig, domain: Any) -> Splits:
     for a, b in (("train", "validation"), ("train", "test"), ("validation", "test")):
         both = ids[a] & ids[b]
         if both:
+            hint = " (set task.validation_fraction to carve validation out of train)" if a == "train" else ""
             raise RunError(f"the {a} and {b} splits share {len(both)} task(s), e.g. {sorted(both)[0]!r}: "
-                           f"the splits must be disjoint")
+                           f"the splits must be disjoint{hint}")
     return splits
 
 

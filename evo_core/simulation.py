@@ -235,3 +235,30 @@ def sim_factory(**kw: Any) -> Any:
         return SimSession(plugins, seed=cfg.run.seed, audit_rate=audit.rate, reward=cfg.task.reward, **kw), {}
 
     return build
+
+
+SIM_HARNESS = {"window_steps": 10, "diagnose_every": 5, "audit": {"rate": 0.25},
+               "backtest": {"k_steps": 8, "replicates": 3, "min_n": 30, "n_boot": 300}}
+
+
+def sim_config(*, steps: int = 40, seed: int = 0, eval_every: int = 10, checkpoint_dir: str = ".evo/sim-checkpoints",
+               harness: Optional[Mapping[str, Any]] = None, **run: Any) -> dict[str, Any]:
+    """A run config for a simulated run (``config_from_dict(...).for_arm(arm)`` resolves it)."""
+    from evo_core.arms import deep_merge
+
+    return {"run": {"name": "sim", "steps": steps, "seed": seed, "eval_every": eval_every,
+                    "checkpoint_dir": checkpoint_dir, "trajectories": False, **run},
+            "task": {"domain": "sim"}, "harness": deep_merge(SIM_HARNESS, harness or {})}
+
+
+def run_simulated(store: Any, plugins: Any, *, arm: str = "evolving", session: Optional[Mapping[str, Any]] = None,
+                  **config: Any) -> tuple[str, Any]:
+    """Run one simulated run of ``arm`` through the real ``RunLoop``; returns (run id, loop)."""
+    from evo_core.config import config_from_dict
+    from evo_core.loop import RunLoop
+
+    loop = RunLoop(config_from_dict(sim_config(**config)).for_arm(arm), store, plugins=plugins,
+                   session_factory=sim_factory(**dict(session or {})))
+    loop.start()
+    loop.run()
+    return loop.run_id, loop

@@ -22,9 +22,9 @@ config must never silently fall back to a default).
     [harness.audit]
     rate = 0.05
 
-Tables of named plugins merge with the defaults: ``[harness.diagnostics.X]`` tunes (or adds)
-one diagnostic and leaves the others on; ``enabled = false`` switches one off; and
-``replace_diagnostics = true`` makes the configured set the whole set.
+Tables of named plugins merge with the defaults: ``[harness.diagnostics.X]`` (or ``.gates.X``,
+``.proposers.X``) tunes or adds one and leaves the others on; ``enabled = false`` switches one
+off; and ``replace_diagnostics = true`` makes the configured diagnostics the whole set.
 """
 
 from __future__ import annotations
@@ -166,6 +166,8 @@ DEFAULT_DIAGNOSTICS: dict[str, dict[str, Any]] = {
     "reward_heldout_divergence": {},
 }
 
+DEFAULT_PROPOSERS: dict[str, dict[str, Any]] = {"skills": {}, "contrast": {}, "rules": {}}
+
 DEFAULT_GATES: dict[str, dict[str, Any]] = {
     "validity": {},
     "statistical": {},
@@ -184,7 +186,7 @@ class HarnessConfig:
     ledger_new_evidence: float = 0.25  # a rejected proposal returns only if its diagnosis grew by this fraction
     diagnostics: dict[str, dict[str, Any]] = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_DIAGNOSTICS.items()})
     gates: dict[str, dict[str, Any]] = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_GATES.items()})
-    proposers: dict[str, dict[str, Any]] = attrs.Factory(lambda: {"skills": {}, "contrast": {}, "rules": {}})
+    proposers: dict[str, dict[str, Any]] = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_PROPOSERS.items()})
     interventions: dict[str, dict[str, Any]] = attrs.Factory(dict)  # per-intervention default overrides
     backtest: BacktestConfig = attrs.Factory(BacktestConfig)
     skills_from: tuple[str, ...] = ()
@@ -226,10 +228,11 @@ class HarnessConfig:
                                             **_table(data["diagnostics"], "harness.diagnostics")}}
         for k in ("diagnostics", "gates", "proposers", "interventions"):
             if k in data:
-                if k == "gates":
-                    # the standard gates are always there (validity vetoes must not vanish because a
-                    # config tuned one gate); `enabled = false` switches one off explicitly
-                    data = {**data, "gates": {**{g: {} for g in DEFAULT_GATES}, **_table(data["gates"], "harness.gates")}}
+                if k in ("gates", "proposers"):
+                    # the standard gates and proposers are always there (validity vetoes must not vanish
+                    # because a config tuned one gate); `enabled = false` switches one off explicitly
+                    defaults = DEFAULT_GATES if k == "gates" else DEFAULT_PROPOSERS
+                    data = {**data, k: {**{g: {} for g in defaults}, **_table(data[k], f"harness.{k}")}}
                 table = _table(data[k], f"harness.{k}")
                 for name, params in table.items():
                     if params is True:  # `answer_hedging = true` means defaults

@@ -1,15 +1,25 @@
 """Offline replay and the online A/B: each passes on a real fix and fails (or abstains) otherwise."""
 
 import attrs
+import pytest
 
-from conftest import mk, win
-from evo_core.harness import BacktestContext, HarnessConfig, Proposal
-from evo_core.harness.engine import HarnessEngine
+from evo_core.api import BacktestContext, Proposal
+from evo_core.harness.config import HarnessConfig
+from evo_core.harness.diagnosis import Diagnoses
+from evo_core.simulation import SimSession
 from evo_core.state import HarnessState
+from evo_core.store import open_store
+from evo_core.testing import rollout
+from evo_core.testing import window as win
+from evo_core.trainer.port import SessionPort
 from evo_events import FailureDiagnosed
 from evo_plugins.backtests import OfflineReplay, OnlineAB
 from evo_plugins.interventions import catalogue
-from harness_sim import SimSession
+
+LISTS = {"feature": "numbers", "op": ">", "value": 1}  # "more than one number": the sim's loophole
+SPEC = {"kind": "induced_lists", "severity": "invalid", "population": {"field": "split", "op": "==", "value": "train"},
+        "where": {"all": [LISTS, {"field": "reward", "op": ">", "value": 0}]}, "statistic": {"type": "rate"},
+        "threshold": {"op": ">", "value": 0.05}, "min_n": 8}
 
 
 def hacked_window():
@@ -18,84 +28,131 @@ def hacked_window():
         for i in range(16):
             hedged = i < 6
             strict = None if i % 2 else (not hedged and i < 12)
-            rows.append(mk(i, step=s, answers=2 if hedged else 1, reward=1.0 if hedged or i < 12 else 0.0, strict=strict))
+            text = f"{40 + i} {41 + i}" if hedged else str(40 + i)
+            rows.append(rollout(i, step=s, text=text, reward=1.0 if hedged or i < 12 else 0.0, strict=strict))
     return rows
 
 
-def diag(kind="answer_hedging", severity="invalid"):
-    return FailureDiagnosed(run_id="r", step=10, kind=kind, severity=severity, diagnostic=kind, diagnostic_version="1",
+def diag(kind="reward_oracle_gap", severity="invalid"):
+    return FailureDiagnosed(run_id="r", step=10, kind=kind, severity=severity, diagnostic=kind, diagnostic_version="2",
                             stats={"value": 0.4})
 
 
-def bctx(pm, rows, diagnoses=(diag(),), session=None, config=None, state=None):
-    config = config or HarnessConfig.from_dict({"backtest": {"k_steps": 6, "min_n": 30, "n_boot": 300}})
-    eng = HarnessEngine(config, pm, run_id="r")
-    state = state or HarnessState()
-    return BacktestContext(run_id="r", step=10, state=state, window=win(rows), config=config, interventions=catalogue(),
-                           diagnostics=eng.diag_catalog, diagnoses=tuple(diagnoses), session=session, seed=1,
-                           history=tuple(rows), diagnose=eng._diagnose_window, measure=eng.measure_kind,
-                           resolve=eng.resolve_diagnostic)
+def bctx(pm, rows, diagnoses=(diag(),), trainer=None, config=None, state=None):
+    config = config or HarnessConfig.from_dict({"backtest": {"k_steps": 6, "replicates": 3, "min_n": 30, "n_boot": 300}})
+    diags = Diagnoses(config.diagnostics, pm.diagnostics())
+    return BacktestContext(run_id="r", step=10, state=state or HarnessState(), window=win(rows), config=config,
+                           interventions=catalogue(), diagnostics=pm.diagnostics(), diagnoses=tuple(diagnoses),
+                           trainer=trainer, seed=1, history=tuple(rows), diagnose=diags.summary, measure=diags.measure,
+                           resolve=diags.resolve)
 
 
-P_PENALTY = Proposal(kind="reward_shaping", name="multi_answer_penalty", params={"penalty": 1.0},
-                     targets=("answer_hedging",))
+PENALTY = Proposal(kind="reward_shaping", name="spec_penalty", params={"predicate": LISTS}, targets=("induced_lists",),
+                   diagnostic={"name": "induced_lists", "version": "spec-1", "spec": SPEC})
 
 
 def test_offline_penalty_hits_invalid_not_genuine(pm):
-    out = OfflineReplay().backtest(P_PENALTY, bctx(pm, hacked_window()))
+    out = OfflineReplay().backtest(PENALTY, bctx(pm, hacked_window()))
     assert out.passed is True and out.figures["recall"] == 1.0 and out.figures["false_positive_rate"] == 0.0
     assert out.figures["gap_after"] < out.figures["gap_before"] and out.evidence
 
 
+def test_offline_judges_a_learned_change_only_on_rollouts_it_was_not_fitted_on(pm):
+    rows = hacked_window()
+    audited = [r.event_id for r in rows if r.strict_correct is not None]
+    learned = attrs.evolve(PENALTY, prediction={"fitted_on": audited[: len(audited) // 2]})
+    out = OfflineReplay().backtest(learned, bctx(pm, rows))
+    assert out.figures["judged_on_unseen"] and out.figures["audited_invalid"] + out.figures["audited_genuine"] < len(audited)
+    assert out.figures["replayed"] == len(rows) - len(audited) // 2
+
+
 def test_offline_rejects_a_rule_that_punishes_genuine_work(pm):
-    # an overlong penalty with a tiny limit hits every rollout, correct ones included
-    p = Proposal(kind="reward_shaping", name="overlong_penalty", params={"max_len": 2, "cache": 1}, targets=("answer_hedging",))
+    # a predicate that flags every paid rollout hits the correct ones too
+    p = attrs.evolve(PENALTY, params={"predicate": {"field": "reward", "op": ">", "value": 0}})
     out = OfflineReplay().backtest(p, bctx(pm, hacked_window()))
     assert out.passed is False and any("genuinely correct" in r for r in out.reasons)
 
 
+def test_offline_regrade_and_screen_replay_on_audited_labels(pm):
+    for name in ("oracle_regrade", "spec_screen", "rollback"):
+        p = attrs.evolve(PENALTY, kind=catalogue()[name].kind, name=name)
+        out = OfflineReplay().backtest(p, bctx(pm, hacked_window()))
+        assert out.passed is True and out.figures["recall"] == 1.0 and out.figures["false_positive_rate"] == 0.0, name
+
+
 def test_offline_no_decision_without_audited_invalid(pm):
-    rows = [mk(i, step=s, strict=None) for s in range(1, 5) for i in range(10)]
-    assert OfflineReplay().backtest(P_PENALTY, bctx(pm, rows)).passed is None
+    rows = [rollout(i, step=s, strict=None) for s in range(1, 5) for i in range(10)]
+    assert OfflineReplay().backtest(PENALTY, bctx(pm, rows)).passed is None
     hp = Proposal(kind="hyperparameter", name="hyperparameter", params={"set": {"temperature": 1.2}}, targets=("entropy_collapse",))
     out = OfflineReplay().backtest(hp, bctx(pm, hacked_window()))
     assert out.passed is None and "cannot" in out.reasons[0]
 
 
 def test_offline_diagnostic_spec_precision_recall(pm):
-    from evo_plugins.proposers.rules import MULTI_ANSWER_REWARDED_SPEC
-
     good = Proposal(kind="diagnostic", name="diagnostic_revision", targets=("reward_oracle_gap",),
-                    params={"diagnostic": "multi_answer_rewarded", "version": "spec-1", "params": {},
-                            "spec": dict(MULTI_ANSWER_REWARDED_SPEC, min_n=8)})
+                    params={"diagnostic": "induced_lists", "version": "spec-1", "params": {}, "spec": SPEC})
     out = OfflineReplay().backtest(good, bctx(pm, hacked_window()))
     assert out.passed is True and out.figures["precision"] == 1.0 and out.figures["recall"] == 1.0
     assert out.figures["would_fire_at_steps"]
     # a spec that flags every rewarded rollout also flags genuine ones: rejected
-    loose = dict(MULTI_ANSWER_REWARDED_SPEC, where={"field": "reward", "op": ">=", "value": 1})
+    loose = dict(SPEC, where={"field": "reward", "op": ">=", "value": 1})
     bad = attrs.evolve(good, params={**good.params, "spec": loose})
     out2 = OfflineReplay().backtest(bad, bctx(pm, hacked_window()))
     assert out2.passed is False and out2.figures["false_positive_rate"] == 1.0
 
 
-def test_online_ab_passes_a_real_fix(pm):
-    sess = SimSession(pm, seed=3, hedge_logit=0.5)
-    out = OnlineAB().backtest(P_PENALTY, bctx(pm, hacked_window(), session=sess))
+@pytest.fixture
+def port(pm):
+    sess = SimSession(pm, seed=3, h=0.5)
+    return sess, SessionPort(sess, open_store("memory://").blobs, "r")
+
+
+def test_online_ab_passes_a_real_fix(pm, port):
+    sess, trainer = port
+    out = OnlineAB().backtest(PENALTY, bctx(pm, hacked_window(), trainer=trainer))
     assert out.passed is True, out.reasons
-    assert out.ci[0] > 0 and out.n == 60 and out.figures["fingerprint_ok"] is True
-    assert out.figures["fingerprint"]["answer_hedging"]["treatment"] < out.figures["fingerprint"]["answer_hedging"]["control"]
+    assert out.n == 60 and out.figures["replicates"] == 3 and len(out.figures["pair_diffs"]) == 3
+    fp = out.figures["fingerprint"]
+    assert out.figures["fingerprint_ok"] is True and fp["treatment"] < fp["control"] and fp["ci"][1] < 0
+    assert out.figures["interval"] == "t over pairs"
     assert sess.step == 0  # the live session was forked, never trained
 
 
-def test_online_ab_fails_a_change_that_does_nothing(pm):
-    sess = SimSession(pm, seed=3, hedge_logit=0.5)
-    noop = Proposal(kind="prompt_hint", name="prompt_hint", params={"hint": "be good"}, targets=("answer_hedging",))
-    out = OnlineAB().backtest(noop, bctx(pm, hacked_window(), session=sess))
-    assert out.passed is False and any("does not exclude" in r for r in out.reasons)
+def test_online_ab_a_no_op_never_passes(pm, port):
+    _, trainer = port
+    noop = Proposal(kind="prompt_hint", name="prompt_hint", params={"hint": "be good"}, targets=("induced_lists",),
+                    diagnostic=PENALTY.diagnostic)
+    out = OnlineAB().backtest(noop, bctx(pm, hacked_window(), trainer=trainer))
+    # paired branches with the same seed and no change are identical: nothing falls, nothing improves
+    assert out.passed is False and out.figures["fingerprint"]["changes"] == [0.0, 0.0, 0.0]
+    assert out.figures["pair_diffs"] == [0.0, 0.0, 0.0]
+
+
+def test_online_ab_without_a_checkable_target_needs_an_improvement(pm, port):
+    _, trainer = port
+    blind = attrs.evolve(PENALTY, targets=("nothing_measures_this",), diagnostic=None)
+    out = OnlineAB().backtest(blind, bctx(pm, hacked_window(), trainer=trainer))
+    assert out.figures["fingerprint_ok"] is None
+    assert out.passed is (out.figures["accuracy_ci"][0] > 0)
+
+
+def test_online_rollback_starts_treatment_from_the_main_line(pm):
+    sess = SimSession(pm, seed=3, h=2.0)  # the loophole already took over the current weights
+    store = open_store("memory://")
+    trainer = SessionPort(sess, store.blobs, "r")
+    main = SimSession(pm, seed=3, h=-3.0)
+    state = HarnessState()
+    state.main.checkpoint = {"digest": (ref := store.blobs.put(main.weights_bytes(), "x")).digest, "size": ref.size,
+                             "media_type": ref.media_type}
+    rollback = attrs.evolve(PENALTY, kind="reward_shaping", name="rollback")
+    out = OnlineAB().backtest(rollback, bctx(pm, hacked_window(), trainer=trainer, state=state))
+    assert out.figures["rollback"] is True and out.figures["treatment_strict"] > out.figures["control_strict"]
+    assert out.passed is True, out.reasons
 
 
 def test_online_ab_no_decision_below_min_n(pm):
-    sess = SimSession(pm, seed=3, hedge_logit=0.5, heldout=10)
-    out = OnlineAB().backtest(P_PENALTY, bctx(pm, hacked_window(), session=sess))
+    sess = SimSession(pm, seed=3, h=0.5, validation=10)
+    trainer = SessionPort(sess, open_store("memory://").blobs, "r")
+    out = OnlineAB().backtest(PENALTY, bctx(pm, hacked_window(), trainer=trainer))
     assert out.passed is None and "no decision" in out.reasons[0]
-    assert OnlineAB().backtest(P_PENALTY, bctx(pm, hacked_window(), session=None)).passed is None
+    assert OnlineAB().backtest(PENALTY, bctx(pm, hacked_window(), trainer=None)).passed is None

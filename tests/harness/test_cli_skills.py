@@ -3,18 +3,17 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from evo_core.simulation import run_simulated
 from evo_core.store import open_store
-from harness_sim import run_sim
+from evo_core.testing import isolated_plugins
 
 
 @pytest.fixture(scope="module")
 def skill_store(tmp_path_factory):
-    from evo_core.plugins import PluginManager
-
     path = tmp_path_factory.mktemp("st") / "a.sqlite"
     url = f"sqlite:///{path}"
     st = open_store(url)
-    run_sim(st, PluginManager(), mode="evolving", steps=20, seed=1)
+    run_simulated(st, isolated_plugins(), steps=20, seed=1, checkpoint_dir=str(path.parent / "ck"))
     st.close()
     return url
 

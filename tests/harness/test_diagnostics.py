@@ -2,11 +2,19 @@
 
 import pytest
 
-from conftest import mk, win
+from evo_core.testing import rollout
+from evo_core.testing import window as win
 from evo_events import EvalCompleted, StepCompleted
 from evo_plugins.diagnostics import ALL
+from evo_plugins.priors import DIAGNOSTICS as PRIORS
 
-DIAG = {cls.name: cls() for cls in ALL}
+DIAG = {cls.name: cls() for cls in ALL + PRIORS}
+
+
+def mk(i=0, *, answers=1, preview="42", entropy=None, **kw):
+    if entropy is not None:
+        kw["train"] = {"entropy": entropy}
+    return rollout(i, text=preview, numbers_found=answers, **kw)
 
 
 def kinds(name, window, **params):
@@ -43,11 +51,22 @@ def test_answer_hedging_quiet_on_clean_or_flat():
     assert not kinds("answer_hedging", win(hedging_run(0.5, 0.9, hedge_early=0.3)))
 
 
-def test_reward_oracle_gap():
+def test_reward_oracle_gap_reads_what_training_paid():
     rows = [mk(i, step=s, reward=1.0, strict=(s <= 5) or i % 4 == 0) for s in range(1, 11) for i in range(8)]
-    assert kinds("reward_oracle_gap", win(rows)) == {("reward_oracle_gap", "invalid")}
+    got = DIAG["reward_oracle_gap"].evaluate(win(rows), {})
+    assert [(f.kind, f.severity) for f in got] == [("reward_oracle_gap", "invalid")]
+    assert got[0].stats["overpaid"] == 30 and len(got[0].evidence) == 30
     clean = [mk(i, step=s, reward=float(i % 2), strict=bool(i % 2)) for s in range(1, 11) for i in range(8)]
     assert not kinds("reward_oracle_gap", win(clean))
+    # a repair that stopped paying the rejected rollouts (reward_final 0, or masked) ends the diagnosis
+    repaired = [mk(i, step=s, reward=1.0, strict=bool(i % 2), reward_final=1.0 if i % 2 else 0.0)
+                for s in range(1, 11) for i in range(8)]
+    assert not kinds("reward_oracle_gap", win(repaired))
+    screened = [mk(i, step=s, reward=1.0, strict=bool(i % 2), train={"masked": not i % 2})
+                for s in range(1, 11) for i in range(8)]
+    assert not kinds("reward_oracle_gap", win(screened))
+    few = [mk(i, reward=1.0, strict=i > 3) for i in range(40)]  # 4 overpaid: below the minimum count
+    assert not kinds("reward_oracle_gap", win(few))
 
 
 def test_zero_variance_groups_uses_exact_equality():
@@ -78,13 +97,13 @@ def test_entropy_collapse():
     assert not kinds("entropy_collapse", win([mk(i) for i in range(30)]))  # no entropy signal: no claim
 
 
-def test_repetition_loops_text_and_tool_calls():
+def test_repetition_loops_and_repeated_tool_calls():
     loop = "a b c d " * 4
     rows = [mk(i, preview=loop if i < 5 else "42") for i in range(20)]
     assert ("repetition_loop", "warning") in kinds("repetition_loops", win(rows))
-    calls = [mk(i, tool_call_names=["ls", "ls", "ls", "ls"] if i < 5 else ["ls", "cat"]) for i in range(20)]
-    assert ("repeated_tool_calls", "warning") in kinds("repetition_loops", win(calls))
-    assert not kinds("repetition_loops", win([mk(i, preview="x y z w v", tool_call_names=["ls", "cat"]) for i in range(20)]))
+    assert not kinds("repetition_loops", win([mk(i, preview="x y z w v") for i in range(20)]))
+    calls = [mk(i, tool_calls=4, tool_call_names=["ls", "ls", "ls", "ls"] if i < 5 else ["ls", "cat"]) for i in range(20)]
+    assert ("repeated_tool_calls", "warning") in kinds("tool_errors", win(calls))
 
 
 def test_format_violations():
@@ -138,6 +157,18 @@ def test_agentic_flags(name, signal, kind):
     clean = [mk(i, reward=1.0, **{signal: False}) for i in range(10)]
     assert not kinds(name, win(clean))
     assert not kinds(name, win([mk(i) for i in range(10)]))  # the domain gives no such signal
+
+
+def test_the_generic_ones_name_no_domain_signal():
+    import inspect
+
+    import evo_plugins.diagnostics.core as core
+
+    src = inspect.getsource(core)
+    for name in ("answer_count", "numbers_found", "format_ok", "tool_calls", "git_history", "hardcoded"):
+        assert name not in src
+    assert all(not getattr(d, "prior", False) for d in (cls() for cls in ALL))
+    assert all(getattr(d, "prior", False) for d in (cls() for cls in PRIORS))
 
 
 def test_every_diagnostic_is_versioned_parametrised_and_measurable():

@@ -1,15 +1,16 @@
-"""The agentic diagnostics read the signal names the shipped domains actually emit."""
+"""The agentic priors read the signal names the shipped domains actually emit."""
 
 from __future__ import annotations
 
 import pytest
 
-from conftest import mk, win
-from evo_plugins.diagnostics import ALL
+from evo_core.testing import rollout as mk
+from evo_core.testing import window as win
+from evo_plugins.priors import DIAGNOSTICS
 
 
 def kinds(name, window):
-    diag = next(cls for cls in ALL if cls.name == name)()
+    diag = next(cls for cls in DIAGNOSTICS if cls.name == name)()
     return {(f.kind, f.severity) for f in diag.evaluate(window, dict(diag.default_params))}
 
 
@@ -42,7 +43,7 @@ def test_swe_episode_signals_feed_git_mining_tool_errors_and_repetition():
     clean = episode_signals([{"role": "assistant"}, tool("pytest -q")])
     assert ("git_history_mining", "invalid") in kinds("swe_git_mining", win([mk(0, **mining)] + [mk(i, **clean) for i in range(1, 10)]))
     assert not kinds("swe_git_mining", win([mk(i, **clean) for i in range(10)]))
-    assert any(k == "repeated_tool_calls" for k, _ in kinds("repetition_loops", win([mk(i, **looping) for i in range(10)])))
+    assert any(k == "repeated_tool_calls" for k, _ in kinds("tool_errors", win([mk(i, **looping) for i in range(10)])))
     assert any(k == "tool_errors" for k, _ in kinds("tool_errors", win([mk(i, **erring) for i in range(10)])))
 
 

@@ -101,17 +101,56 @@ def test_every_hook_is_collected_or_called(evo_plugins, evo_plugin):
     assert "hooktest_iv" in pm.interventions() and "hooktest_prop" in pm.proposers()
     assert "hooktest_bt" in pm.backtesters() and "hooktest_gate" in pm.gates()
     assert any(s.name == "sink:7" for s in pm.sinks({"x": 7}))
-    pm.call("evo_register_commands", app="APP")
+    pm.register_commands("APP")
     assert ("commands", "APP") in p.seen
     s, t = HarnessState(), Task(task_id="a", prompt="")
-    assert {"a": 0.5} in pm.call("evo_task_weights", tasks=[t], state=s, step=1)
-    assert "hint for a" in pm.call("evo_prompt_hint", task=t, state=s)
-    assert {"temperature": 3.0} in pm.call("evo_hyperparameters", params={"temperature": 1.0}, state=s, step=2)
+    assert {"a": 0.5} in pm.task_weights([t], s, 1)
+    assert "hint for a" in pm.prompt_hints(t, s)
+    assert {"temperature": 3.0} in pm.hyperparameters({"temperature": 1.0}, s, 2)
     items = [RolloutItem(rollout_id=str(i), group_id="g", task=t, completion=Completion(text=""),
                          verdict=Verdict(reward=1.0, correct=True), reward=1.0) for i in range(2)]
     batch = RolloutBatch(step=1, items=items)
-    pm.call("evo_transform_rewards", batch=batch, state=s)
-    pm.call("evo_filter_rollouts", batch=batch, state=s)
+    pm.transform_rewards(batch, s)
+    pm.filter_rollouts(batch, s)
     assert [i.reward for i in items] == [0.5, 0.5] and [i.mask for i in items] == [False, True]
-    pm.call("evo_on_events", run_id="r", events=[Thing(run_id="r", x=1)])
+    pm.on_events("r", [Thing(run_id="r", x=1)])
     assert ("events", "r", 1) in p.seen
+
+
+def test_the_facade_uses_pluggys_own_calling(evo_plugins, evo_plugin):
+    """Hook wrappers and tryfirst/trylast work, and one raising implementation is isolated."""
+    order = []
+
+    class First:
+        @hookimpl(tryfirst=True)
+        def evo_prompt_hint(self, task, state):
+            order.append("first")
+            return "first"
+
+    class Broken:
+        @hookimpl
+        def evo_prompt_hint(self, task, state):
+            raise RuntimeError("boom")
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def evo_prompt_hint(self, task, state):
+            order.append("wrapper-in")
+            out = yield
+            order.append("wrapper-out")
+            return out + ["wrapped"]
+
+    pm = evo_plugin(Broken(), name="broken")
+    evo_plugin(First(), name="first")
+    evo_plugin(Wrapper(), name="wrapper")
+    with pm.capture_failures() as failures:
+        hints = pm.prompt_hints(Task(task_id="a", prompt=""), HarnessState())
+    assert hints[0] == "first" and hints[-1] == "wrapped" and order == ["wrapper-in", "first", "wrapper-out"]
+    assert [f.plugin for f in failures] == ["broken"] and failures[0].error_type == "RuntimeError"
+    from evo_core.plugins import RequiredPluginFailed
+
+    with pm.requiring(["broken"]):
+        import pytest
+
+        with pytest.raises(RequiredPluginFailed, match="boom"):
+            pm.prompt_hints(Task(task_id="a", prompt=""), HarnessState())

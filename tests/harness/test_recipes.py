@@ -17,7 +17,7 @@ def test_recipe_validates_and_names_its_paths(path):
 
     cfg = load_config(str(path)).to_dict()
     keys = {k for k, _ in named_paths(cfg)}
-    assert {"task.train", "task.heldout", "policy.path"} <= keys
+    assert {"task.train", "task.test", "policy.path"} <= keys
     assert cfg["distributed"] and cfg["harness"]["mode"] == "evolving"
     with pytest.raises(MissingPathError) as e:
         check_paths(cfg)

@@ -2,7 +2,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import mk
+from evo_core.testing import rollout
+
+
+def mk(i=0, *, answers=1, **kw):
+    return rollout(i, answer_count=answers, **kw)
 from evo_core.harness.specs import SpecError, evaluate_spec, flagged_ids, validate_spec
 
 HEDGE_PAID = {

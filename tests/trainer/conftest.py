@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from trainer_testlib import tiny_config_dict
+from .testlib import tiny_config_dict
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 

@@ -17,7 +17,7 @@ from evo_core.store import open_store, run_stream
 from evo_core.store.blobs import get_json
 from evo_events import (EvalCompleted, PluginFailed, PolicyUpdated, RolloutCompleted, RunFinished, RunResumed,
                         RunStarted, StepCompleted)
-from trainer_testlib import tiny_config_dict
+from .testlib import tiny_config_dict
 import evo_plugins.arithmetic as arithmetic
 
 QUIET_HARNESS = {"diagnostics": {}, "gates": {}, "proposers": {}, "audit": {"rate": 1.0}}

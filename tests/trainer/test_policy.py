@@ -11,7 +11,7 @@ from evo_core.trainer.protocols import Policy, RolloutEngine, SamplingParams
 from evo_core.trainer.tiny import TinyModelConfig
 from evo_core.trainer.tokenizer import CharTokenizer, HFTokenizer, load_tokenizer
 
-from trainer_testlib import TINY_MODEL
+from .testlib import TINY_MODEL
 
 
 @pytest.fixture(scope="module")

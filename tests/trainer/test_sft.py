@@ -6,7 +6,7 @@ from evo_core.trainer.policy import HFPolicy
 from evo_core.trainer.sft import lr_at, warm_start
 from evo_core.trainer.tiny import TinyModelConfig
 from evo_plugins.arithmetic import ArithmeticDomain
-from trainer_testlib import SOURCE, TINY_MODEL
+from .testlib import SOURCE, TINY_MODEL
 
 
 def test_sft_learns_and_is_cached_by_key(tmp_path):

@@ -112,12 +112,6 @@ def max_ngram_repeats(text: str, n: int) -> int:
     return max(c.values())
 
 
-def max_identical_tool_calls(calls: Any) -> int:
-    if not isinstance(calls, (list, tuple)) or not calls:
-        return 0
-    return max(Counter(str(c) for c in calls).values())
-
-
 class RepetitionLoops(BaseDiagnostic):
     """Degenerate loops: a word trigram repeated ``min_repeats`` times in a response."""
 

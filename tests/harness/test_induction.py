@@ -1,0 +1,123 @@
+"""Induction on synthetic windows with a planted feature: it finds what the reward pays and the
+oracle rejects, under names it has never seen; a decoy that only correlates on the fitting half
+is caught by the held-out half; the spec it emits round-trips through the DSL."""
+
+import json
+import random
+import uuid
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evo_core.harness.induction import Settings, _stable_halves, induce, split_sample
+from evo_core.harness.specs import evaluate_spec, matches, validate_spec
+from evo_core.testing import rollout
+from evo_plugins.proposers.contrast import induced_spec
+
+
+def fresh_name(rng: random.Random) -> str:
+    return "sig_" + uuid.UUID(int=rng.getrandbits(128)).hex[:10]
+
+
+def planted(n: int, *, seed: int, signal: str, hack_rate: float = 0.2, kind: str = "number", decoy: str = ""):
+    """Audited rollouts: a hack carries ``signal`` (a number above 3, or the category "odd"), is paid
+    and rejected; honest rollouts are paid when right. ``decoy`` correlates with the hack only on
+    the rollouts the induction will fit on (it is random on the others)."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        hack = rng.random() < hack_rate
+        right = rng.random() < 0.65
+        sig = ((rng.randint(4, 9) if hack else rng.randint(0, 3)) if kind == "number"
+               else ("odd" if hack else rng.choice(["even", "none"])))
+        r = rollout(i, step=1 + i // 32, text=str(40 + i % 30), reward=1.0 if hack or right else 0.0,
+                    strict=(not hack) and right, **{signal: sig})
+        rows.append((r, hack))
+    if decoy:
+        sample = split_sample([r for r, _ in rows], 0.0)
+        fit_ids = {r.event_id for r in _stable_halves(sample.positives)[0] + _stable_halves(sample.negatives)[0]}
+        out = []
+        for r, hack in rows:
+            value = hack if r.event_id in fit_ids else rng.random() < 0.5
+            out.append(rollout(int(r.event_id[4:]), step=r.step, text=r.response_preview, reward=r.reward,
+                               strict=r.strict_correct, **{**r.signals, decoy: value}))
+        return out
+    return [r for r, _ in rows]
+
+
+def test_finds_a_planted_numeric_signal_under_a_fresh_name():
+    rng = random.Random(1)
+    name = fresh_name(rng)
+    ind, report = induce(planted(400, seed=1, signal=name))
+    assert ind is not None, report
+    assert ind.conditions[0].ref == ("signal", name) and ind.conditions[0].op in (">", "<=")
+    assert ind.holdout.precision >= 0.95 and ind.holdout.recall >= 0.95
+    assert f"signal.{name}" in ind.considered and "feature.last_char" in ind.considered
+
+
+def test_finds_a_planted_category():
+    name = fresh_name(random.Random(2))
+    ind, _ = induce(planted(400, seed=2, signal=name, kind="category"))
+    assert ind is not None and ind.conditions[0].ref == ("signal", name)
+    assert (ind.conditions[0].op, ind.conditions[0].value) in (("==", "odd"), ("!=", "even"), ("!=", "none"))
+
+
+def test_a_decoy_that_fits_only_the_fitting_half_is_exposed_by_the_held_out_half():
+    rng = random.Random(3)
+    decoy = fresh_name(rng)
+    rows = planted(400, seed=3, signal="unrelated", hack_rate=0.2, decoy=decoy)
+    # "unrelated" is random noise here: the only separator on the fitting half is the decoy
+    rows = [rollout(int(r.event_id[4:]), step=r.step, text=r.response_preview, reward=r.reward, strict=r.strict_correct,
+                    **{decoy: r.signals[decoy]}) for r in rows]
+    ind, _ = induce(rows)
+    assert ind is not None and ind.conditions[0].ref == ("signal", decoy)
+    assert ind.fit.precision == 1.0 and ind.fit.recall == 1.0
+    assert ind.holdout.precision < 0.6  # the falsifiable prediction fails: the proposer will not propose it
+
+
+def test_the_minimum_sample():
+    name = fresh_name(random.Random(4))
+    rows = planted(400, seed=4, signal=name)
+    sample = split_sample(rows, 0.0)
+    few = sample.positives[:7] + sample.negatives
+    ind, report = induce(few)
+    assert ind is None and "too little audited evidence" in report["reason"]
+    ind, _ = induce(sample.positives[:8] + sample.negatives)
+    assert ind is not None  # 8 positives (4 to fit, 4 to test) is enough for a clean signal
+
+
+def test_unaudited_and_unpaid_rollouts_are_not_evidence_of_a_loophole():
+    rows = [rollout(i, reward=1.0, strict=None, answers=i % 2) for i in range(200)]  # nothing audited
+    assert induce(rows)[0] is None
+    rows = [rollout(i, reward=0.0, strict=False, answers=2) for i in range(100)]  # rejected, but never paid
+    assert induce(rows)[0] is None
+
+
+def test_two_conditions_when_one_is_not_enough():
+    rng = random.Random(5)
+    rows = []
+    for i in range(600):
+        a, b = rng.random() < 0.5, rng.random() < 0.5
+        hack = a and b
+        right = rng.random() < 0.6
+        rows.append(rollout(i, step=1 + i // 40, text="7", reward=1.0 if hack or right else 0.0,
+                            strict=(not hack) and right, s_a=a, s_b=b))
+    ind, _ = induce(rows, Settings(min_gain=0.02))
+    assert ind is not None and {c.ref[1] for c in ind.conditions} == {"s_a", "s_b"}
+    assert ind.holdout.precision >= 0.9
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(["number", "category"]), st.floats(0.1, 0.4))
+def test_an_emitted_spec_round_trips_through_the_dsl_and_replays_identically(seed, kind, hack_rate):
+    name = fresh_name(random.Random(seed))
+    rows = planted(300, seed=seed, signal=name, kind=kind, hack_rate=hack_rate)
+    ind, _ = induce(rows)
+    if ind is None:
+        return
+    spec = induced_spec(ind, 0.0, 0.05)
+    validate_spec(spec)
+    back = json.loads(json.dumps(spec))
+    assert back == spec
+    assert evaluate_spec(back, rows) == evaluate_spec(spec, rows)
+    assert [matches(back["where"], r) for r in rows] == [matches(spec["where"], r) for r in rows]
