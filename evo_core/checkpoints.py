@@ -25,6 +25,15 @@ class Checkpoints:
         self.keep = keep
         os.makedirs(self.dir, exist_ok=True)
 
+    @classmethod
+    def continuing(cls, recorded: Optional[dict[str, str]], root: str, run_id: str) -> "Checkpoints":
+        """Where a resumed run keeps writing: the folder its log recorded (wherever the resume
+        runs from), or the configured one when the log recorded none."""
+        path = (recorded or {}).get("path")
+        if path and os.path.isabs(path):
+            return cls(os.path.dirname(os.path.dirname(path)), os.path.basename(os.path.dirname(path)))
+        return cls(root, run_id)
+
     def path(self, step: int) -> str:
         return os.path.join(self.dir, f"step-{step:06d}.pt")
 

@@ -172,6 +172,7 @@ class RunLoop:
         self.ckpt.save(0, self.session.resume_state())
         self._begin()
         self._append(first + evals)
+        self.evidence.add_step(0, [], None, evals)  # type: ignore[arg-type]  (the starting checkpoint's evals)
         log.info("run started", run_id=self.run_id, arm=self.cfg.run.arm or self.mode,
                  config_hash=first[0].config_hash[:12], sft=self.sft_info or None)
 
@@ -198,8 +199,8 @@ class RunLoop:
         committed = steps[-1].step if steps else 0
         self.session, self.sft_info = self.session_factory(self.cfg, self.plugins, sft=False)
         self.session.id_salt = self.run_id
-        self.ckpt = Checkpoints(self.cfg.run.checkpoint_dir, run_id)
         recorded = steps[-1].resume_checkpoint if steps else None
+        self.ckpt = Checkpoints.continuing(recorded, self.cfg.run.checkpoint_dir, run_id)
         try:
             self.session.load_resume_state(Checkpoints.load(committed, recorded, self.ckpt.path(committed)))
         except CheckpointError as exc:

@@ -67,7 +67,7 @@ def skill_event(run_id: str, step: int, p: Proposal, prop: InterventionProposed,
     }
     provenance = {
         "run_id": run_id, "step": step, "harness_version": prom.harness_version_after,
-        "evidence": sorted({e for d in diagnoses for e in d.evidence} | set(p.evidence))[:200],
+        "evidence": list(dict.fromkeys([e for d in diagnoses for e in d.evidence] + list(p.evidence)))[:200],
         "diagnoses": [d.event_id for d in diagnoses], "proposal": prop.event_id, "proposer": p.proposer,
         "backtests": [b.event_id for b in backtests], "promotion": prom.event_id,
         "gates": {d.gate: {"passed": d.passed, "version": d.version} for d in v.decisions},

@@ -19,6 +19,7 @@ import attrs
 import structlog
 
 from evo_core.api import Window, is_validation
+from evo_core import faults
 from evo_core.harness import mainline, proposals
 from evo_core.harness.config import HarnessConfig
 from evo_core.harness.decisions import ENGINE, ENGINE_VERSION, plugin_versions
@@ -138,6 +139,7 @@ class HarnessPass:
         findings: list[FailureDiagnosed] = []
         if due:
             findings = self.diagnose()
+            faults.point("harness.diagnosed")
             if self.config.evolving:
                 proposals.retire(self, findings)
                 proposals.proposal_round(self, findings)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Sequence
 
+from evo_core import faults
 from evo_core.api import Candidate, GateContext, strict_metric
 from evo_core.harness.decisions import ENGINE, blob_ref, decision_events
 from evo_core.harness.gating import run_gates, verdict
@@ -83,6 +84,7 @@ def policy_gate(p: "HarnessPass", ev: EvalCompleted, findings: Optional[Sequence
                              checkpoint=checkpoint, digest=digest)
     p.emit(*events)
     p.decided += 1
+    faults.point("harness.policy_gated")
     mode = restore_on(p)
     if not v.accepted and (mode == "reject" or (mode == "veto" and v.vetoed)) and state.policy_version != state.main.policy_version:
         restore = restore_event(p, (events[0].event_id,))

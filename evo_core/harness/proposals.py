@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 import attrs
 import structlog
 
+from evo_core import faults
 from evo_core.api import (
     BacktestContext,
     BacktestOutcome,
@@ -154,6 +155,7 @@ def evaluate(p: "HarnessPass", prop: Proposal, diagnoses: Sequence[FailureDiagno
         caused_by=tuple(d.event_id for d in targeted) + tuple(e for e in prop.evidence if e), emitted_by=ENGINE)
     p.emit(prop_ev)
     p.proposed += 1
+    faults.point("harness.proposed")
     outcomes = backtest(p, prop, diagnoses)
     bt_events = [backtest_event(p, prop_ev.event_id, o) for o in outcomes]
     p.emit(*bt_events)
@@ -167,6 +169,7 @@ def evaluate(p: "HarnessPass", prop: Proposal, diagnoses: Sequence[FailureDiagno
                              proposal_event=prop_ev, diagnoses=targeted, backtest_events=bt_events, target_value=value)
     p.emit(*events)
     p.decided += 1
+    faults.point("harness.decided")
     log.info("promoted" if v.accepted else "rejected", subject="intervention", name=prop.name, step=p.step,
              harness_version=p.state.harness_version, reasons=v.reasons[:2])
     iv = p.catalog.interventions.get(prop.name)
@@ -215,6 +218,7 @@ def backtest(p: "HarnessPass", prop: Proposal, diagnoses: Sequence[FailureDiagno
                                             reasons=(f"backtester {name!r} is not installed",)))
             break
         res = _run_one(p, bt, name, prop, bctx)
+        faults.point("harness.backtested")
         outcomes.append(res)
         if res.passed is False:
             break  # no point paying for the online fork after a failed replay

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 TINY_MODEL = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 2, "intermediate_size": 64}
-SOURCE = "generate://addition?digits=2&heldout=20&seed=0"
+SOURCE = "generate://addition?digits=2&validation=20&test=20&seed=0"
 
 
 def tiny_config_dict(tmp_path, **over) -> dict:

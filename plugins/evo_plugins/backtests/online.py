@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from evo_core import faults
 from evo_core.api import BacktestContext, BacktestOutcome, Proposal, Window
 from evo_core.harness.stats import paired_bootstrap, t_interval
 from evo_core.state import ActiveIntervention, DiagnosticSetting, HarnessState
@@ -64,7 +65,10 @@ class OnlineAB:
         for r in range(cfg.replicates):
             seed = pair_seed(ctx.seed, proposal.fingerprint, r)
             control, treatment = ctx.trainer.fork(seed=seed), ctx.trainer.fork(seed=seed, start=start)
-            rc, rt = control.train(cfg.k_steps, s_control), treatment.train(cfg.k_steps, s_treat)
+            rc = control.train(cfg.k_steps, s_control)
+            faults.point("backtest.arm")
+            rt = treatment.train(cfg.k_steps, s_treat)
+            faults.point("backtest.arm")
             pairs.append((control.evaluate(), treatment.evaluate(), tuple(rc), tuple(rt)))
         return self._decide(proposal, ctx, pairs, s_control, rollback)
 
