@@ -320,7 +320,7 @@ def _seal_note(s) -> str:
     elif s.finished is not None:
         note = f"finished ({s.finished}), not sealed"
     else:
-        note = "open (running or interrupted; an open run's tail is checked only by --expect)"
+        note = "open: no RunFinished at its end (running, interrupted, or cut)"
     if s.recorded_head is None:
         note += "; no head recorded by the store"
     return note
