@@ -9,6 +9,12 @@ import attrs
 from evo_events import Event, decode_payload
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's first line (drivers add detail lines), or its type name."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class StoreError(RuntimeError):
     """A store could not be opened or read; the message names the problem."""
 

@@ -11,7 +11,8 @@ from eventsourcing.persistence import PersistenceError as EsPersistenceError
 
 from evo_events import GENESIS
 from evo_core.store.es.names import PAGE, stream_uuid
-from evo_core.store.records import BrokenStream, ConcurrencyConflict, CorruptRecord, StoredEvent, StoreError, StreamHead
+from evo_core.store.records import (BrokenStream, ConcurrencyConflict, CorruptRecord, StoredEvent, StoreError, StreamHead,
+                                    first_line)
 from evo_core.store.rows import AppendResult, encode_rows, stored_event, unpack_state
 
 
@@ -112,8 +113,7 @@ class EsBackend:
         try:
             self.rec.probe_write()
         except EsPersistenceError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StoreError(f"{self.url}: the event store cannot be written: {first}") from None
+            raise StoreError(f"{self.url}: the event store cannot be written: {first_line(exc)}") from None
 
     # reading
     def read_stream(self, stream: str, from_version: int = 1, to_version: Optional[int] = None,

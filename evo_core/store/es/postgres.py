@@ -17,7 +17,7 @@ from evo_core.store.blobs import BlobError, BlobStore
 from evo_core.store.es.backend import EsBackend, check_recorded_head
 from evo_core.store.es.names import BULK_TYPE, DEFAULT_TABLE
 from evo_core.store.es.snapshots import EsSnapshots
-from evo_core.store.records import StoreError, StoreUnavailable
+from evo_core.store.records import StoreError, StoreUnavailable, first_line
 from evo_core.store.snapshots import MemorySnapshots
 
 PROBE_ID = uuid.UUID(int=0)  # the key of the rolled-back row that check_writable writes
@@ -188,8 +188,7 @@ class PgBlobStore(BlobStore):
                 curs.execute(SQL("INSERT INTO {} VALUES ('evo-write-probe', '', 0, '') ON CONFLICT DO NOTHING"
                                  ).format(self._t))
         except EsPersistenceError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise BlobError(f"blob table {self.table} cannot be written: {first}") from None
+            raise BlobError(f"blob table {self.table} cannot be written: {first_line(exc)}") from None
 
 
 def open_postgres_backend(*, url: str, dbname: str, host: str, port: int, user: str, password: str,
@@ -201,8 +200,7 @@ def open_postgres_backend(*, url: str, dbname: str, host: str, port: int, user: 
         first_conn = psycopg.connect(dbname=dbname, host=host, port=port, user=user, password=password or None,
                                      connect_timeout=max(1, int(connect_timeout)), autocommit=True)
     except psycopg.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StoreUnavailable(f"cannot reach PostgreSQL at {host}:{port}/{dbname}: {first}") from None
+        raise StoreUnavailable(f"cannot reach PostgreSQL at {host}:{port}/{dbname}: {first_line(exc)}") from None
     opts = dict(dbname=dbname, host=host, port=port, user=user, password=password, connect_timeout=connect_timeout,
                 pool_size=pool_size, max_overflow=4, schema=schema, lock_timeout=30,
                 pool_open_timeout=connect_timeout)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
-from typing import Any, Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 from urllib.parse import quote
 
 from eventsourcing.persistence import IntegrityError as EsIntegrityError
@@ -44,34 +45,21 @@ class SQLiteEvoRecorder(SQLiteApplicationRecorder):
     def oid_param(self, oid: uuid.UUID) -> str:
         return oid.hex
 
-    def insert_chunks(self, oid, stream, expected_version, chunks) -> range:
-        # One IMMEDIATE transaction (the write lock up front, so the rowids of this batch
-        # are consecutive and no reader sees part of it), one executemany per chunk.
-        key, t = oid.hex, self.events_table_name
-        n, last = 0, None
+    @contextmanager
+    def _write(self, *, commit: bool) -> Iterator[Any]:
+        """A cursor in one ``BEGIN IMMEDIATE`` transaction (the write lock up front, so the
+        rowids of a batch are consecutive and no reader sees part of it), committed when
+        ``commit`` and nothing raised, else rolled back; sqlite3 errors as the library's."""
         with self.datastore.get_connection(commit=True) as conn:
             c = conn.cursor()
             try:
                 c.execute("BEGIN IMMEDIATE")
                 try:
-                    c.execute(f"SELECT version FROM {self.heads_table} WHERE originator_id = ?", (key,))
-                    recorded = c.fetchone()
-                    if recorded is not None and recorded[0] != expected_version:
-                        c.execute(f"SELECT 1 FROM {t} WHERE originator_id = ? AND originator_version = ?",
-                                  (key, expected_version + 1))
-                        check_recorded_head(stream, expected_version, recorded[0], c.fetchone() is not None)
-                    if expected_version == 0:
-                        c.execute(f"INSERT OR IGNORE INTO {self.streams_table} VALUES (?, ?)", (key, stream))
-                    for rows in chunks:
-                        c.executemany(self.insert_events_statement, rows)
-                        n += len(rows)
-                        last = rows[-1]
-                    if last is not None:
-                        c.execute(f"INSERT OR REPLACE INTO {self.heads_table} VALUES (?, ?, ?)",
-                                  (key, last[1], last[3][:64].decode("ascii")))
-                    c.execute(f"SELECT MAX(rowid) FROM {t}")
-                    last_id = c.fetchone()[0] or 0
-                    conn.commit()
+                    yield c
+                    if commit:
+                        conn.commit()
+                    else:
+                        conn.rollback()
                 except BaseException:
                     conn.rollback()
                     raise
@@ -81,6 +69,28 @@ class SQLiteEvoRecorder(SQLiteApplicationRecorder):
                 raise EsPersistenceError(exc) from exc
             finally:
                 c.sqlite_cursor.close()
+
+    def insert_chunks(self, oid, stream, expected_version, chunks) -> range:
+        key, t = oid.hex, self.events_table_name
+        n, last = 0, None
+        with self._write(commit=True) as c:
+            c.execute(f"SELECT version FROM {self.heads_table} WHERE originator_id = ?", (key,))
+            recorded = c.fetchone()
+            if recorded is not None and recorded[0] != expected_version:
+                c.execute(f"SELECT 1 FROM {t} WHERE originator_id = ? AND originator_version = ?",
+                          (key, expected_version + 1))
+                check_recorded_head(stream, expected_version, recorded[0], c.fetchone() is not None)
+            if expected_version == 0:
+                c.execute(f"INSERT OR IGNORE INTO {self.streams_table} VALUES (?, ?)", (key, stream))
+            for rows in chunks:  # one executemany per chunk
+                c.executemany(self.insert_events_statement, rows)
+                n += len(rows)
+                last = rows[-1]
+            if last is not None:
+                c.execute(f"INSERT OR REPLACE INTO {self.heads_table} VALUES (?, ?, ?)",
+                          (key, last[1], last[3][:64].decode("ascii")))
+            c.execute(f"SELECT MAX(rowid) FROM {t}")
+            last_id = c.fetchone()[0] or 0
         return range(last_id - n + 1, last_id + 1)
 
     def select_range(self, oid, types, gt, lte, limit) -> list[tuple]:
@@ -124,18 +134,8 @@ class SQLiteEvoRecorder(SQLiteApplicationRecorder):
             return {r[0]: (r[1], r[2]) for r in c.fetchall()}
 
     def probe_write(self) -> None:
-        with self.datastore.get_connection(commit=True) as conn:
-            c = conn.cursor()
-            try:
-                c.execute("BEGIN IMMEDIATE")
-                try:
-                    c.execute(f"INSERT OR REPLACE INTO {self.heads_table} VALUES (?, 0, '')", (PROBE_ID,))
-                finally:
-                    conn.rollback()
-            except sqlite3.Error as exc:
-                raise EsPersistenceError(exc) from exc
-            finally:
-                c.sqlite_cursor.close()
+        with self._write(commit=False) as c:
+            c.execute(f"INSERT OR REPLACE INTO {self.heads_table} VALUES (?, 0, '')", (PROBE_ID,))
 
 
 class SQLiteSnapshotRecorder(SQLiteAggregateRecorder):
