@@ -188,3 +188,15 @@ def test_an_event_id_the_row_header_cannot_hold_is_refused_and_nothing_written(d
         store.append("run-a", batch, expected_version=2)
     assert store.stream_version("run-a") == 2 and store.verify().ok
     store.close()
+
+
+def test_a_stale_writer_past_the_facade_check_conflicts_and_writes_nothing(store):
+    """Two writers read the same head; the second one's append reaches the backend after the
+    first committed (the recorded head and the rows' unique key both see it)."""
+    store.append("run-a", _steps("a", 3), expected_version=0)
+    stale = store.head("run-a")
+    store.append("run-a", _steps("a", 2, 4), expected_version=3)
+    with pytest.raises(ConcurrencyConflict):
+        store.backend.append("run-a", stale.version, stale.hash, _steps("a", 2, 4))
+    assert store.stream_version("run-a") == 5 and store.verify().ok
+    assert store.backend.recorded_heads()["run-a"] == store.head("run-a")
