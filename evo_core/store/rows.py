@@ -25,11 +25,6 @@ from evo_core.store.fastcodec import (
 from evo_core.store.records import CorruptRecord, StoredEvent, StoreError, StreamHead
 
 
-def pack_state(hash_: str, schema_version: int, recorded_at: bytes, event_id: str, payload: bytes) -> bytes:
-    head = b"%s %d %s %s" % (hash_.encode("ascii"), schema_version, recorded_at, event_id.encode("utf-8"))
-    return b"%s %08x\n%s" % (head, zlib.crc32(head), payload)
-
-
 def unpack_state(state: bytes, stream: str, version: int) -> tuple[str, int, float, str, bytes]:
     """(hash, schema_version, recorded_at, event_id, payload) or ``CorruptRecord``."""
     nl = state.find(b"\n")
@@ -93,7 +88,7 @@ def encode_rows(stream: str, key: Hashable, expected_version: int, prev_hash: st
             eid = ev.event_id
             if eid.__class__ is not str or (not eid.isalnum() and (" " in eid or "\n" in eid)):
                 raise StoreError(f"event id {eid!r} must be a string without whitespace")
-            head = b"%s%s%s" % (prev, mid, eid.encode("utf-8"))  # see pack_state
+            head = b"%s%s%s" % (prev, mid, eid.encode("utf-8"))  # the header line of the module docstring
             add((key, v, topic, b"%s %08x\n%s" % (head, crc(head), payload)))
         yield out
 

@@ -179,8 +179,8 @@ def test_follow_sees_new_events_in_global_order(store):
 
 
 @pytest.mark.parametrize("bad_id", ["has space", "two\nlines", 17])
-def test_an_event_id_the_row_header_cannot_hold_is_refused_and_nothing_written(durable_url, bad_id):
-    store = open_store(durable_url)  # the memory backend keeps objects: no row header to protect
+def test_an_event_id_the_row_header_cannot_hold_is_refused_and_nothing_written(store_url, bad_id):
+    store = open_store(store_url)  # every backend stores the same packed rows
     store.append("run-a", _steps("a", 2), expected_version=0)
     batch = _steps("a", 3, 3)
     batch[1] = attrs.evolve(batch[1], event_id=bad_id)
