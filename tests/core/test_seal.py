@@ -202,3 +202,19 @@ def test_run_finished_v2_round_trips_and_v1_upcasts_unsealed():
           if not k.startswith("head_")}
     old = decode_payload(fin.TYPE, json.dumps(v1).encode(), 1)
     assert (old.head_version, old.head_hash) == (None, None) and old.status == "completed"
+
+
+def test_verify_on_a_live_store_does_not_mistake_a_new_append_for_tampering(durable_url):
+    """The recorded heads are read first, the rows after: an append in between is no problem."""
+    store = open_store(durable_url)
+    stream = run_stream("live")
+    store.append(stream, [_step("live", i) for i in range(1, 4)], expected_version=0)
+    before = store.backend.recorded_heads()
+    store.append(stream, [_step("live", 4)], expected_version=3)  # lands between the two reads
+    real = store.backend.recorded_heads
+    calls = iter([before])
+    store.backend.recorded_heads = lambda: next(calls, None) or real()
+    rep = store.verify()
+    assert rep.ok, rep.first_bad
+    assert rep.streams[0].recorded_head == str(before[stream]) and rep.streams[0].head == str(store.head(stream))
+    store.close()
