@@ -39,7 +39,7 @@ from evo_events import RolloutCompleted  # noqa: E402
 from evo_core.checkout import checkout, fold_run  # noqa: E402
 from evo_core.state import fold  # noqa: E402
 from evo_core.store import open_store, run_stream  # noqa: E402
-from evo_core.store.es_backend import DEFAULT_TABLE, stream_uuid  # noqa: E402
+from evo_core.store.es import DEFAULT_TABLE, stream_uuid  # noqa: E402
 from evo_core.synthetic import iter_run_batches  # noqa: E402
 
 

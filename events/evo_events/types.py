@@ -76,13 +76,31 @@ class RunResumed(Event):
     resumed_at: str
 
 
-@event_type("evo.RunFinished", version=1)
+@event_type("evo.RunFinished", version=2)
 @attrs.frozen(kw_only=True)
 class RunFinished(Event):
+    """The run ended (it may be resumed unless ``completed``).
+
+    A sealed one carries its stream's head just before it: ``head_version`` and
+    ``head_hash`` are the version and chain hash of the event it follows (built by
+    ``evo_core.store.seal_run_finished``). Both are None in an unsealed one (every v1 event).
+    """
+
     status: str  # "completed" | "failed" | "stopped"
     step: int
     summary: dict[str, Any] = attrs.Factory(dict)
     message: str = ""
+    head_version: Optional[int] = None
+    head_hash: Optional[str] = None
+
+
+@register_upcaster("evo.RunFinished", 1)
+def _run_finished_v1_to_v2(data: dict) -> dict:
+    # v1 was never sealed.
+    out = dict(data)
+    out.setdefault("head_version", None)
+    out.setdefault("head_hash", None)
+    return out
 
 
 # --- the policy side ----------------------------------------------------------------------

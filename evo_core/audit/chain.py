@@ -180,7 +180,7 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
     evidence: list[dict[str, Any]] = []
     blob_problems: list[tuple[int, str]] = []
     for j in evidence_idx[:max_evidence]:
-        row, problem = _rollout_summary(store, index.event(j), j + 1, check_blobs)  # type: ignore[arg-type]
+        row, problem = _rollout_summary(store, index.event(j), index.version(j), check_blobs)  # type: ignore[arg-type]
         evidence.append(row)
         if problem:
             blob_problems.append((j, problem))
@@ -192,7 +192,7 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
         for j in index.find_payload((SkillRegistered.TYPE,), needle):
             ev = index.event(j)
             if ev.skill_id == dec.skill_id:  # type: ignore[attr-defined]
-                skill = {**_ev_meta(ev, j + 1), "skill_id": ev.skill_id, "name": ev.name,  # type: ignore[attr-defined]
+                skill = {**_ev_meta(ev, index.version(j)), "skill_id": ev.skill_id, "name": ev.name,  # type: ignore[attr-defined]
                          "bundle": ev.bundle, "provenance": ev.provenance}  # type: ignore[attr-defined]
                 shown.add(j)
                 break
@@ -211,7 +211,7 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
     outcome = assess(index, at, dec.step, targets, prediction, window).to_dict()
     outcome["targets"] = list(targets)
     verification = _verify(index, shown, blob_problems, len(evidence))
-    decision = {**_ev_meta(dec, at + 1), "decision": "promoted" if isinstance(dec, Promoted) else "rejected",
+    decision = {**_ev_meta(dec, index.version(at)), "decision": "promoted" if isinstance(dec, Promoted) else "rejected",
                 "subject": dec.subject, "subject_id": dec.subject_id, "step": dec.step, "gate": dec.gate,
                 "reasons": list(dec.reasons), "figures": dict(dec.figures),
                 "harness_version_before": dec.harness_version_before if isinstance(dec, Promoted) else dec.harness_version,
@@ -219,38 +219,39 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
                 "skill_id": getattr(dec, "skill_id", None)}
     prop = None
     if isinstance(proposal, InterventionProposed):
-        prop = {**_ev_meta(proposal, proposal_i + 1), "step": proposal.step, "kind": proposal.kind,  # type: ignore[operator]
+        prop = {**_ev_meta(proposal, index.version(proposal_i)), "step": proposal.step, "kind": proposal.kind,  # type: ignore[operator]
                 "name": proposal.name, "params": dict(proposal.params), "targets": list(proposal.targets),
                 "prediction": dict(proposal.prediction), "rationale": proposal.rationale,
                 "proposer": proposal.proposer, "fingerprint": proposal.fingerprint, "skill_id": proposal.skill_id}
-    diagnoses = [{**_ev_meta(e, j + 1), "step": e.step, "kind": e.kind, "severity": e.severity,
+    diagnoses = [{**_ev_meta(e, index.version(j)), "step": e.step, "kind": e.kind, "severity": e.severity,
                   "diagnostic": e.diagnostic, "diagnostic_version": e.diagnostic_version, "stats": dict(e.stats),
                   "message": e.message, "n_evidence": len(e.evidence)} for j, e in diag_items]  # type: ignore[attr-defined]
-    backtests = [{**_ev_meta(e, j + 1), "passed": isinstance(e, BacktestPassed), "mode": e.mode, "step": e.step,  # type: ignore[attr-defined]
+    backtests = [{**_ev_meta(e, index.version(j)), "passed": isinstance(e, BacktestPassed), "mode": e.mode, "step": e.step,  # type: ignore[attr-defined]
                   "figures": dict(e.figures), "ci": list(e.ci) if e.ci else None, "n": e.n,  # type: ignore[attr-defined]
                   "reasons": list(e.reasons)} for j, e in bt_items]  # type: ignore[attr-defined]
-    evals = [{**_ev_meta(e, j + 1), "step": e.step, "split": e.split, "n": e.n, "policy_version": e.policy_version,  # type: ignore[attr-defined]
+    evals = [{**_ev_meta(e, index.version(j)), "step": e.step, "split": e.split, "n": e.n, "policy_version": e.policy_version,  # type: ignore[attr-defined]
               "metrics": dict(e.metrics), "branch": e.branch} for j, e in eval_items]  # type: ignore[attr-defined]
     if missing_evidence:
         log.warning("audit.evidence_missing", decision=dec.event_id, missing=missing_evidence)
     return AuditChain(index.run_id, decision, prop, diagnoses, evidence, len(evidence_idx), backtests, evals, skill,
-                      dict(sorted(versions.items())), outcome, verification, tuple(sorted(j + 1 for j in shown)))
+                      dict(sorted(versions.items())), outcome, verification, tuple(sorted(index.version(j) for j in shown)))
 
 
 def _verify(index: RunIndex, shown: set[int], blob_problems: list[tuple[int, str]], n_blobs: int) -> Verification:
     lo = min(shown)
     br = index.verify_range(lo)
-    head = index.head_version
+    first, head, n = index.version(lo), index.head_version, len(index.records) - lo
     if br is not None:
-        return Verification(False, lo + 1, head, br.version - lo, n_blobs,
+        j = index.index_of_version(br.version)
+        return Verification(False, first, head, n if j is None else j - lo + 1, n_blobs,
                             f"hash chain broken at event #{br.version} ({br.event_id}): {br.reason}",
                             br.version, br.event_id)
     if blob_problems:
         j, problem = blob_problems[0]
-        return Verification(False, lo + 1, head, head - lo, n_blobs,
-                            f"evidence event #{j + 1} ({index.records[j].event_id}): {problem}", j + 1,
-                            index.records[j].event_id)
-    return Verification(True, lo + 1, head, head - lo, n_blobs)
+        return Verification(False, first, head, n, n_blobs,
+                            f"evidence event #{index.version(j)} ({index.records[j].event_id}): {problem}",
+                            index.version(j), index.records[j].event_id)
+    return Verification(True, first, head, n, n_blobs)
 
 
 @attrs.frozen

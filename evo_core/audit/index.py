@@ -8,8 +8,8 @@ evidence actually cited are ever decoded.
 
 from __future__ import annotations
 
-import json
-from typing import Any, Iterator, Optional
+import bisect
+from typing import Iterator, Optional
 
 from evo_events import GENESIS, ChainBreak, Event, verify_chain
 from evo_core.store import EventStore, StoredEvent, run_stream
@@ -37,7 +37,9 @@ class RunIndex:
         self.run_id = run_id
         self.stream = require_run(store, run_id)
         self.records: list[StoredEvent] = list(store.read_stream(self.stream))
-        # Stream versions are 1-based and dense, so record i has version i + 1.
+        # Record i is the i-th stored row; its version is records[i].version, which equals
+        # i + 1 only while no row is missing (a deleted row leaves a gap the chain check names).
+        self._versions: Optional[list[int]] = None
         self._by_id: Optional[dict[str, int]] = None
         self._decoded: dict[int, Event] = {}
         self._sparse: Optional[list[int]] = None
@@ -47,7 +49,19 @@ class RunIndex:
     # -- lookups ---------------------------------------------------------------------------
     @property
     def head_version(self) -> int:
-        return len(self.records)
+        """The stored version of the last record (0 for an empty stream)."""
+        return self.records[-1].version if self.records else 0
+
+    def version(self, i: int) -> int:
+        """The stored stream version of record ``i`` (what the log and `evo log` call event #N)."""
+        return self.records[i].version
+
+    def index_of_version(self, version: int) -> Optional[int]:
+        """The record holding stream version ``version``, if one does."""
+        if self._versions is None:
+            self._versions = [r.version for r in self.records]
+        i = bisect.bisect_left(self._versions, version)
+        return i if i < len(self._versions) and self._versions[i] == version else None
 
     def index_of(self, event_id: str, near: Optional[int] = None) -> Optional[int]:
         """Position of ``event_id``. With ``near``, look in the records around that
@@ -79,42 +93,29 @@ class RunIndex:
             ev = self._decoded[i] = self.records[i].decode()
         return ev
 
-    def get(self, event_id: str) -> Optional[Event]:
-        i = self.index_of(event_id)
-        return None if i is None else self.event(i)
-
-    def raw(self, i: int) -> dict[str, Any]:
-        """The payload as plain JSON (cheaper than a typed decode for bulk scans)."""
-        return json.loads(self.records[i].payload)
-
     def sparse(self) -> list[int]:
         """Indices of every non-bulk event (decisions, evals, lifecycle) in stream order."""
         if self._sparse is None:
             self._sparse = [i for i, r in enumerate(self.records) if r.type not in BULK_TYPES]
         return self._sparse
 
-    def of_type(self, *types: str) -> Iterator[tuple[int, Event]]:
-        wanted = set(types)
-        bulk = wanted & BULK_TYPES
-        rows = range(len(self.records)) if bulk else self.sparse()
-        for i in rows:
-            if self.records[i].type in wanted:
-                yield i, self.event(i)
-
     # -- integrity -------------------------------------------------------------------------
     def verify_range(self, lo: int, hi: Optional[int] = None) -> Optional[ChainBreak]:
         """Recompute the hash chain from record ``lo`` (0-based) to ``hi`` (default: head).
 
-        The chain is anchored at the stored hash of record ``lo - 1``: every record from
-        ``lo`` on must link to it and to each other up to the head, so any edited byte
-        in that range (or a dropped/reordered record) is found. Returns the first break.
+        The chain is anchored at the stored hash and version of record ``lo - 1``: every
+        record from ``lo`` on must link to it and to each other up to the head, so any
+        edited byte in that range (or a dropped/reordered record) is found. Returns the
+        first break, naming the stored version and event id of the record where it is.
         """
         hi = len(self.records) if hi is None else hi
-        prev = GENESIS if lo == 0 else self.records[lo - 1].hash
+        prev, start = (GENESIS, 1) if lo == 0 else (self.records[lo - 1].hash, self.records[lo - 1].version + 1)
         try:
-            verify_chain(self.records[lo:hi], prev=prev, start_version=lo + 1)
+            verify_chain(self.records[lo:hi], prev=prev, start_version=start)
         except ChainBreak as br:
-            if br.event_id is None and 1 <= br.version <= len(self.records):
-                br.event_id = self.records[br.version - 1].event_id
+            if br.event_id is None:
+                j = self.index_of_version(br.version)
+                if j is not None:
+                    br.event_id = self.records[j].event_id
             return br
         return None

@@ -31,14 +31,30 @@ def _logs_to_stderr() -> None:
                         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
 
 
-def _open(url: Optional[str]):
+def _open(url: Optional[str], *, read_only: bool = True):
+    """The store, opened read-only unless the command writes (so a read-only store can be audited)."""
     from evo_core.store import StoreError, open_store
 
     _logs_to_stderr()
     try:
-        return open_store(url)
+        return open_store(url, read_only=read_only)
     except (StoreError, OSError) as exc:
         raise fail(f"cannot open store {url or '(default)'}: {exc}") from None
+
+
+def _store_exists(url: Optional[str]) -> bool:
+    from evo_core.store import default_url
+
+    url = url or default_url()
+    if not url.startswith("sqlite:///"):
+        return True
+    from evo_core.store import StoreError
+    from evo_core.store.sqlite import sqlite_path
+
+    try:
+        return Path(sqlite_path(url)[0]).exists()
+    except StoreError:
+        return True  # opening it names the problem
 
 
 def _bad(exc: Exception) -> "typer.Exit":
@@ -102,7 +118,7 @@ def replay_cmd(
     from evo_core.audit.spec import parse_spec
     from evo_core.plugins import get_plugin_manager
 
-    store = _open(store_url)
+    store = _open(store_url, read_only=no_write)
     err = Console(stderr=True)
     try:
         spec = parse_spec(with_)
@@ -157,7 +173,8 @@ def tail_cmd(
     from evo_core.audit.errors import AuditError
     from evo_core.audit.tail import tail
 
-    store = _open(store_url)
+    # read-only, unless waiting for a first run to create the store (as a writer would)
+    store = _open(store_url, read_only=wait <= 0 or _store_exists(store_url))
     try:
         tail(store, run, Console(highlight=False, soft_wrap=True), last=last, follow=follow, until_finished=until_finished,
              per_rollout=rollouts, wait=wait, poll=poll)

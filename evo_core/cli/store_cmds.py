@@ -35,7 +35,9 @@ def _error(exc: BaseException) -> typer.Exit:
 
 
 def open_existing(url: Optional[str]):
-    """Open a store for reading; a SQLite URL whose file does not exist is an error, not a new store."""
+    """Open a store read-only, for the reading commands: nothing is created or written, so
+    a store in a read-only directory (or behind a read-only role) can be read; a SQLite URL
+    whose file does not exist is an error, not a new store."""
     url = url or default_url()
     if url.startswith("sqlite:///"):
         from evo_core.store.sqlite import sqlite_path
@@ -43,7 +45,7 @@ def open_existing(url: Optional[str]):
         path, _ = sqlite_path(url)
         if not Path(path).exists():
             raise StoreError(f"no store at {path!r} ({url}); pass --store URL or set EVO_STORE")
-    return open_store(url)
+    return open_store(url, read_only=True)
 
 
 def _check_run(store, run_id: str) -> None:
@@ -267,15 +269,24 @@ def register(app: typer.Typer) -> None:
     def verify_cmd(
         run: Optional[str] = typer.Argument(None, help="Only this run (default: every stream)."),
         store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+        expect: Optional[str] = typer.Option(None, "--expect", metavar="HEAD",
+                                             help="The run's head as recorded elsewhere (VERSION:HASH or HASH, as "
+                                                  "verify prints it): exit 1 unless the run still ends there."),
         no_blobs: bool = typer.Option(False, "--no-blobs", help="Skip re-hashing referenced blobs."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> None:
-        """Check every hash chain and blob digest; exit 1 naming the first bad event."""
+        """Check every hash chain, seal, recorded head and blob digest; print each stream's
+        length and head; exit 1 naming the first problem."""
+        from evo_core.store import ExpectedHead
+
         try:
+            expected = ExpectedHead.parse(expect) if expect is not None else None
+            if expected is not None and run is None:
+                raise StoreError("--expect needs a RUN: evo verify RUN --expect HEAD")
             st = open_existing(store)
             if run is not None:
                 _check_run(st, run)
-            rep = st.verify([run_stream(run)] if run else None, check_blobs=not no_blobs)
+            rep = st.verify([run_stream(run)] if run else None, check_blobs=not no_blobs, expect=expected)
         except StoreError as exc:
             raise _error(exc)
         if as_json:
@@ -285,9 +296,31 @@ def register(app: typer.Typer) -> None:
         elif rep.ok:
             out.print(f"ok: {rep.streams_checked} stream(s), {rep.events_checked} events, "
                       f"{rep.blobs_checked} blob references verified in {st.url}")
+            width = max((len(s.stream) for s in rep.streams), default=0)
+            for s in rep.streams:
+                out.print(f"  {s.stream:<{width}}  {s.events:>8} events  head {s.head}  {_seal_note(s)}".rstrip())
+            if expected is not None:
+                out.print(f"  the head matches the expected {expected}")
         if not rep.ok:
             if not as_json:
                 from evo_core.cli.app import err
 
                 err.print(f"[bold red]verify failed:[/] {rep.first_bad}", highlight=False, soft_wrap=True)
             raise typer.Exit(1)
+
+
+def _seal_note(s) -> str:
+    """What a stream's end says about the run (see docs/store.md, "What the chain proves")."""
+    from evo_core.store import RUN_PREFIX
+
+    if not s.stream.startswith(RUN_PREFIX):
+        return ""
+    if s.sealed:
+        note = f"sealed ({s.finished})"
+    elif s.finished is not None:
+        note = f"finished ({s.finished}), not sealed"
+    else:
+        note = "open: no RunFinished at its end (running, interrupted, or cut)"
+    if s.recorded_head is None:
+        note += "; no head recorded by the store"
+    return note

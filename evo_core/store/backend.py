@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Collection, Iterator, Optional, Protocol, Sequence
+from typing import Any, Collection, Iterator, Optional, Protocol, Sequence
 
-from evo_core.store.records import AppendResult, EncodedBatch, NewRecord, StoredEvent
+from evo_core.store.records import StoredEvent, StreamHead
+from evo_core.store.rows import AppendResult
 
 
 class Backend(Protocol):
-    """Storage of hash-chained records. Implementations: memory, SQLite, PostgreSQL.
-
-    ``append`` writes the whole batch in one transaction or nothing, and raises
-    ``ConcurrencyConflict`` when the stream's current version is not ``expected_version``.
-    """
+    """Storage of hash-chained rows. Implementations: memory, SQLite, PostgreSQL."""
 
     url: str
+    read_only: bool
 
-    def append(self, stream: str, records: Sequence[NewRecord], expected_version: int) -> list[StoredEvent]: ...
-
-    def append_batch(self, batch: EncodedBatch) -> AppendResult:
-        """The facade's hot path: the same as ``append``, from parallel lists."""
+    def append(self, stream: str, expected_version: int, prev_hash: str, events: Sequence[Any]) -> AppendResult:
+        """The one write: encode, chain and pack ``events`` through ``rows.encode_rows``
+        and store them in one transaction, or nothing. ``prev_hash`` is the hash of the
+        stream's event at ``expected_version``; when the stream has moved past it, raise
+        ``ConcurrencyConflict``."""
         ...
 
     def read_stream(self, stream: str, from_version: int = 1, to_version: Optional[int] = None,
@@ -29,12 +28,22 @@ class Backend(Protocol):
 
     def read_all(self, after_position: int = 0, limit: Optional[int] = None) -> Iterator[StoredEvent]: ...
 
-    def stream_head(self, stream: str) -> tuple[int, str]:
-        """(current version, last hash); (0, GENESIS) for an empty stream."""
+    def stream_head(self, stream: str) -> StreamHead:
+        """The stream's last stored row: one indexed lookup, no scan."""
+        ...
+
+    def recorded_heads(self) -> dict[str, StreamHead]:
+        """The head each stream had after its last append, as recorded beside the rows in
+        that append's transaction (streams last written before heads were recorded are
+        missing). A stream whose rows end elsewhere lost rows outside the store's API."""
         ...
 
     def streams(self, prefix: str = "") -> list[str]: ...
 
     def max_position(self) -> int: ...
+
+    def check_writable(self) -> None:
+        """Raise ``StoreError`` (one line) unless an append could be written now."""
+        ...
 
     def close(self) -> None: ...

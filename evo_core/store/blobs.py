@@ -32,6 +32,10 @@ class BlobStore(Protocol):
             return str(exc)
         return None
 
+    def check_writable(self) -> None:
+        """Raise ``BlobError`` (one line) unless ``put`` could write now."""
+        return None
+
 
 def _digest(ref: BlobRef | str) -> str:
     return ref.digest if isinstance(ref, BlobRef) else ref
@@ -70,11 +74,14 @@ class MemoryBlobStore(BlobStore):
 
 class FileBlobStore(BlobStore):
     """Blobs as files ``root/ab/cdef…``; written to a temp file then renamed, so a
-    crash never leaves a half-written blob under its final name."""
+    crash never leaves a half-written blob under its final name. ``read_only`` creates
+    nothing (not even ``root``) and refuses ``put``."""
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    def __init__(self, root: str | os.PathLike, *, read_only: bool = False) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        if not read_only:
+            self.root.mkdir(parents=True, exist_ok=True)
 
     def _path(self, digest: str) -> Path:
         if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
@@ -82,6 +89,8 @@ class FileBlobStore(BlobStore):
         return self.root / digest[:2] / digest[2:]
 
     def put(self, data: bytes, media_type: str = "application/octet-stream") -> BlobRef:
+        if self.read_only:
+            raise BlobError(f"blob directory {self.root} was opened read-only")
         d = hashlib.sha256(data).hexdigest()
         path = self._path(d)
         if not path.exists():
@@ -113,3 +122,14 @@ class FileBlobStore(BlobStore):
 
     def exists(self, digest: str) -> bool:
         return self._path(digest).exists()
+
+    def check_writable(self) -> None:
+        if self.read_only:
+            raise BlobError(f"blob directory {self.root} was opened read-only")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-probe-")
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as exc:
+            raise BlobError(f"cannot write blobs under {self.root}: {exc.strerror or exc}") from None

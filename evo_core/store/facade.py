@@ -3,17 +3,14 @@ read the global order, follow new events, verify the hash chains."""
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Callable, Iterable, Iterator, Optional, Sequence
 
-import attrs
-
-from evo_events import ChainBreak, Event, verify_chain
+from evo_events import Event
 from evo_core.store.backend import Backend
-from evo_core.store.blobs import BlobStore
-from evo_core.store.fastcodec import CHUNK, chain_step, chain_type_part, fast_encode_payload
-from evo_core.store.records import ConcurrencyConflict, CorruptRecord, EncodedBatch, StoredEvent, StoreError
+from evo_core.store.blobs import BlobError, BlobStore
+from evo_core.store.records import ConcurrencyConflict, StoredEvent, StoreError, StreamHead
+from evo_core.store.verify import ExpectedHead, VerifyReport, verify_store
 
 
 def run_stream(run_id: str) -> str:
@@ -22,18 +19,6 @@ def run_stream(run_id: str) -> str:
 
 
 RUN_PREFIX = "run-"
-
-
-@attrs.frozen
-class VerifyReport:
-    ok: bool
-    streams_checked: int
-    events_checked: int
-    blobs_checked: int
-    first_bad: Optional[str] = None  # human-readable description of the first problem
-    bad_stream: Optional[str] = None
-    bad_version: Optional[int] = None
-    bad_event_id: Optional[str] = None
 
 
 class EventStore:
@@ -50,6 +35,11 @@ class EventStore:
     def url(self) -> str:
         return self.backend.url
 
+    @property
+    def read_only(self) -> bool:
+        """True when opened with ``open_store(url, read_only=True)``: appends are refused."""
+        return self.backend.read_only
+
     # -- writing ---------------------------------------------------------------------------
     def append(self, stream: str, events: Sequence[Event], expected_version: Optional[int] = None) -> Sequence[StoredEvent]:
         """Append ``events`` atomically (one transaction). ``expected_version`` is the
@@ -63,15 +53,23 @@ class EventStore:
             return []
         if not stream:
             raise StoreError("stream name must not be empty")
-        head_version, head_hash = self.backend.stream_head(stream)
+        head = self.backend.stream_head(stream)
         if expected_version is None:
-            expected_version = head_version
-        elif expected_version != head_version:
-            raise ConcurrencyConflict(stream, expected_version, head_version)
-        if hasattr(self.backend, "append_events"):  # encodes, chains and packs in one pass
-            return self.backend.append_events(stream, expected_version, head_hash, events)
-        items = [item for chunk in _encode_chunks(stream, events, expected_version, head_hash) for item in chunk]
-        return self.backend.append_batch(EncodedBatch.from_items(stream, expected_version, items))
+            expected_version = head.version
+        elif expected_version != head.version:
+            raise ConcurrencyConflict(stream, expected_version, head.version)
+        return self.backend.append(stream, expected_version, head.hash, events)
+
+    def check_writable(self) -> None:
+        """Raise ``StoreError`` with one line unless both the events and the blobs can be
+        written now: a read-only file or directory, a read-only database role or session,
+        or a store opened read-only. Writes nothing (the probes are rolled back or removed).
+        Call it before work that only an append at its end would save."""
+        try:
+            self.backend.check_writable()
+            self.blobs.check_writable()
+        except BlobError as exc:
+            raise StoreError(f"{self.url}: {exc}") from None
 
     # -- reading ---------------------------------------------------------------------------
     def read_stream(self, stream: str, *, from_version: int = 1, to_version: Optional[int] = None,
@@ -88,8 +86,13 @@ class EventStore:
     def read_all(self, after_position: int = 0, limit: Optional[int] = None) -> Iterator[StoredEvent]:
         return self.backend.read_all(after_position, limit)
 
+    def head(self, stream: str) -> StreamHead:
+        """The stream's head: its last event's version and chain hash (``0`` and
+        ``GENESIS`` when empty). One indexed lookup, however long the stream."""
+        return self.backend.stream_head(stream)
+
     def stream_version(self, stream: str) -> int:
-        return self.backend.stream_head(stream)[0]
+        return self.head(stream).version
 
     def streams(self, prefix: str = "") -> list[str]:
         return self.backend.streams(prefix)
@@ -120,100 +123,16 @@ class EventStore:
                 time.sleep(poll_interval)
 
     # -- integrity -------------------------------------------------------------------------
-    def verify(self, streams: Optional[Iterable[str]] = None, *, check_blobs: bool = True) -> VerifyReport:
-        """Recompute every hash chain, check every row's header, and the digest of every
-        referenced blob. Stops at the first problem and names it."""
-        names = list(streams) if streams is not None else self.streams()
-        n_events = n_blobs = 0
-        for name in names:
-            counted = _Counting(self.read_stream(name))
-            try:
-                verify_chain(counted)
-            except ChainBreak as br:
-                eid = counted.last_event_id
-                msg = f"stream {br.stream!r}: event #{br.version}" + (f" (event {eid})" if eid else "") + f": {br.reason}"
-                return VerifyReport(False, len(names), n_events + counted.n, n_blobs, msg, br.stream, br.version, eid)
-            except CorruptRecord as exc:
-                return VerifyReport(False, len(names), n_events + counted.n, n_blobs, str(exc), exc.stream or name,
-                                    exc.version, exc.event_id)
-            if counted.bad is not None:
-                rec = counted.bad
-                msg = (f"stream {name!r}: event #{rec.version}: stored event id {rec.event_id!r} "
-                       "does not match the event's payload")
-                return VerifyReport(False, len(names), n_events + counted.n, n_blobs, msg, name, rec.version, rec.event_id)
-            n_events += counted.n
-            if check_blobs:
-                for rec in self.read_stream(name):
-                    for digest in _blob_digests(rec.payload):
-                        problem = self.blobs.check(digest)
-                        n_blobs += 1
-                        if problem:
-                            msg = f"stream {name!r}: event #{rec.version} (event {rec.event_id}): {problem}"
-                            return VerifyReport(False, len(names), n_events, n_blobs, msg, name, rec.version, rec.event_id)
-        return VerifyReport(True, len(names), n_events, n_blobs)
+    def verify(self, streams: Optional[Iterable[str]] = None, *, check_blobs: bool = True,
+               expect: Optional[ExpectedHead] = None) -> VerifyReport:
+        """Recompute every hash chain, check every row's header, the seals of finished
+        runs, each stream's rows against the head recorded at its last append, ``expect``
+        (one stream only) and the digest of every referenced blob. Stops at the first
+        problem and names it (see ``evo_core.store.verify``)."""
+        return verify_store(self, streams, check_blobs=check_blobs, expect=expect)
 
     def close(self) -> None:
         self.backend.close()
-
-
-def _encode_chunks(stream: str, events: Sequence[Event], version: int, prev: str) -> Iterator[list[tuple]]:
-    """Encode and hash-chain ``events`` lazily, ``CHUNK`` at a time: lists of
-    ``(type, schema_version, payload, hash, event_id)``, the hash as ASCII hex bytes."""
-    stream_part = stream.encode("utf-8") + b"\x1f"
-    prev_b = prev.encode("ascii")
-    type_parts: dict[type, bytes] = {}  # type name and schema version, as hashed
-    for start in range(0, len(events), CHUNK):
-        out: list[tuple] = []
-        add = out.append
-        for ev in events[start:start + CHUNK]:
-            version += 1
-            cls = ev.__class__
-            type_part = type_parts.get(cls)
-            if type_part is None:
-                type_part = type_parts[cls] = chain_type_part(cls)
-            payload = fast_encode_payload(ev)
-            prev_b = chain_step(prev_b, stream_part, version, type_part, payload)
-            add((cls.TYPE, cls.VERSION, payload, prev_b, ev.event_id))
-        yield out
-
-
-class _Counting:
-    """Counts records as ``verify_chain`` walks them, and checks that the event id kept
-    beside each row (not covered by the chain hash) is the one inside its payload."""
-
-    def __init__(self, it: Iterator[StoredEvent]) -> None:
-        self._it, self.n, self.last_event_id = it, 0, None
-        self.bad: Optional[StoredEvent] = None
-
-    def __iter__(self):
-        for rec in self._it:
-            self.n += 1
-            self.last_event_id = rec.event_id
-            if self.bad is None and ('"event_id":' + json.dumps(rec.event_id, ensure_ascii=False)).encode() not in rec.payload:
-                self.bad = rec
-            yield rec
-
-
-def _blob_digests(payload: bytes) -> list[str]:
-    # BlobRefs encode as {"digest": ..., "media_type": ..., "size": ...}; a cheap scan avoids decoding every event.
-    if b'"digest":"' not in payload:
-        return []
-
-    out: list[str] = []
-
-    def walk(o):
-        if isinstance(o, dict):
-            d = o.get("digest")
-            if isinstance(d, str) and "size" in o and "media_type" in o:
-                out.append(d)
-            for v in o.values():
-                walk(v)
-        elif isinstance(o, list):
-            for v in o:
-                walk(v)
-
-    try:
-        walk(json.loads(payload))
-    except ValueError:
-        pass  # an undecodable payload is the chain's business, not the blob check's
-    return out
+        close_snapshots = getattr(self.snapshots, "close", None)
+        if close_snapshots is not None:
+            close_snapshots()

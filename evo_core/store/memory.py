@@ -4,41 +4,34 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Collection, Iterator, Optional, Sequence
+from typing import Any, Collection, Iterator, Optional, Sequence
 
 from evo_events import GENESIS
-from evo_core.store.records import AppendResult, ConcurrencyConflict, EncodedBatch, NewRecord, StoredEvent
+from evo_core.store.records import ConcurrencyConflict, StoredEvent, StreamHead
+from evo_core.store.rows import AppendResult, encode_rows, stored_event
 
 
 class MemoryBackend:
+    read_only = False
+
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
         self._lock = threading.Lock()
         self._all: list[StoredEvent] = []
         self._streams: dict[str, list[StoredEvent]] = {}
 
-    def append(self, stream: str, records: Sequence[NewRecord], expected_version: int) -> list[StoredEvent]:
+    def append(self, stream: str, expected_version: int, prev_hash: str, events: Sequence[Any]) -> AppendResult:
+        ts = b"%.6f" % time.time()
         with self._lock:
-            current = self._streams.setdefault(stream, [])
+            current = self._streams.get(stream, [])
             if len(current) != expected_version:
                 raise ConcurrencyConflict(stream, expected_version, len(current))
-            now = time.time()
-            out = []
-            for rec in records:
-                stored = StoredEvent(
-                    stream=rec.stream, version=rec.version, position=len(self._all) + 1,
-                    type=rec.type, schema_version=rec.schema_version, payload=rec.payload,
-                    hash=rec.hash, event_id=rec.event_id, recorded_at=now,
-                )
-                self._all.append(stored)
-                out.append(stored)
-            current.extend(out)
-            return out
-
-    def append_batch(self, batch: EncodedBatch) -> AppendResult:
-        stored = self.append(batch.stream, batch.records(), batch.expected_version)
-        return AppendResult(batch.stream, batch.expected_version, batch.items(), [r.position for r in stored],
-                            stored[0].recorded_at if stored else 0.0)
+            rows = [row for chunk in encode_rows(stream, stream, expected_version, prev_hash, events, ts) for row in chunk]
+            first = len(self._all) + 1
+            stored = [stored_event(stream, r[1], first + i, r[2], r[3]) for i, r in enumerate(rows)]
+            self._all.extend(stored)
+            self._streams.setdefault(stream, []).extend(stored)
+        return AppendResult(stream, rows, range(first, first + len(rows)))
 
     def read_stream(self, stream: str, from_version: int = 1, to_version: Optional[int] = None,
                     types: Optional[Collection[str]] = None) -> Iterator[StoredEvent]:
@@ -53,17 +46,23 @@ class MemoryBackend:
         rows = self._all[after_position:]
         return iter(rows if limit is None else rows[:limit])
 
-    def stream_head(self, stream: str) -> tuple[int, str]:
+    def stream_head(self, stream: str) -> StreamHead:
         rows = self._streams.get(stream)
         if not rows:
-            return 0, GENESIS
-        return len(rows), rows[-1].hash
+            return StreamHead(0, GENESIS)
+        return StreamHead(len(rows), rows[-1].hash)
+
+    def recorded_heads(self) -> dict[str, StreamHead]:
+        return {s: self.stream_head(s) for s in self._streams}  # no rows can go missing here
 
     def streams(self, prefix: str = "") -> list[str]:
         return sorted(s for s in self._streams if s.startswith(prefix))
 
     def max_position(self) -> int:
         return len(self._all)
+
+    def check_writable(self) -> None:
+        pass
 
     def close(self) -> None:
         pass

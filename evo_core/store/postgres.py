@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from evo_core.store.blobs import FileBlobStore
 from evo_core.store.facade import EventStore
-from evo_core.store.records import StoreError
+from evo_core.store.records import StoreError, StoreUnavailable
 
 _OPTIONS = {"schema", "table", "blobs", "connect_timeout", "sslmode"}
 
@@ -48,13 +48,19 @@ def parse_postgres_url(url: str) -> dict:
     }
 
 
-def open_postgres(url: str) -> EventStore:
-    from evo_core.store.es_backend import open_postgres_backend
+def open_postgres(url: str, *, read_only: bool = False) -> EventStore:
+    """Open the store at ``url`` (creating its tables if needed); ``read_only`` runs no
+    DDL and opens every session read-only."""
+    try:
+        from evo_core.store.es.postgres import open_postgres_backend
+    except ImportError as exc:
+        raise StoreUnavailable(f"PostgreSQL stores need the postgres extra ({exc.name} is missing): "
+                               "pip install 'evotrainer[postgres]'") from None
 
     cfg = parse_postgres_url(url)
     blobs_dir = cfg.pop("blobs")
-    backend, snapshots, table_blobs = open_postgres_backend(url=redact(url), **cfg)
-    blobs = FileBlobStore(blobs_dir) if blobs_dir else table_blobs
+    backend, snapshots, table_blobs = open_postgres_backend(url=redact(url), read_only=read_only, **cfg)
+    blobs = FileBlobStore(blobs_dir, read_only=read_only) if blobs_dir else table_blobs
     return EventStore(backend, blobs, snapshots)
 
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Sequence, overload
+from typing import Optional
 
 import attrs
 
 from evo_events import Event, decode_payload
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first line (drivers add detail lines), or its type name."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class StoreError(RuntimeError):
@@ -34,21 +40,17 @@ class CorruptRecord(StoreError):
         super().__init__(message)
 
 
+class BrokenStream(StoreError):
+    """A stream's rows no longer end where its last append left them: rows were removed
+    or added behind the store's back."""
+
+    def __init__(self, message: str, *, stream: Optional[str] = None) -> None:
+        self.stream = stream
+        super().__init__(message)
+
+
 class StoreUnavailable(StoreError):
     """The database cannot be reached or opened."""
-
-
-@attrs.frozen
-class NewRecord:
-    """A record about to be appended (the facade computes hash and version)."""
-
-    stream: str
-    version: int
-    type: str
-    schema_version: int
-    payload: bytes
-    hash: str
-    event_id: str
 
 
 @attrs.frozen
@@ -78,77 +80,13 @@ class StoredEvent:
 
 
 @attrs.frozen
-class EncodedBatch:
-    """One append, already encoded and hash-chained by the facade, as parallel lists
-    (cheaper than one object per event on the hot path)."""
+class StreamHead:
+    """Where a stream ends: its last version and that event's chain hash (``0`` and
+    ``GENESIS`` for an empty stream). Written ``VERSION:HASH``, the form ``evo verify``
+    prints and ``evo verify --expect`` reads."""
 
-    stream: str
-    expected_version: int
-    types: list[str]
-    schema_versions: list[int]
-    payloads: list[bytes]
-    hashes: list[str]
-    event_ids: list[str]
+    version: int
+    hash: str
 
-    def __len__(self) -> int:
-        return len(self.payloads)
-
-    @classmethod
-    def from_items(cls, stream: str, expected_version: int, items: Sequence[tuple]) -> "EncodedBatch":
-        """From ``(type, schema_version, payload, hash, event_id)`` tuples (hash as str or
-        ASCII bytes), the form the facade encodes into."""
-        types, svs, payloads, hashes, ids = (list(col) for col in zip(*items)) if items else ([], [], [], [], [])
-        return cls(stream, expected_version, types, svs, payloads, [h if isinstance(h, str) else h.decode("ascii")
-                                                                     for h in hashes], ids)
-
-    def items(self) -> list[tuple]:
-        return list(zip(self.types, self.schema_versions, self.payloads, self.hashes, self.event_ids))
-
-    def records(self) -> list[NewRecord]:
-        v = self.expected_version
-        return [NewRecord(self.stream, v + i + 1, t, sv, p, h, e) for i, (t, sv, p, h, e) in
-                enumerate(zip(self.types, self.schema_versions, self.payloads, self.hashes, self.event_ids))]
-
-
-class AppendResult(Sequence[StoredEvent]):
-    """The stored events of one append, built on access (most callers only need the last
-    one). ``items`` are ``(type, schema_version, payload, hash, event_id)`` tuples, the
-    hash as str or ASCII bytes."""
-
-    def __init__(self, stream: str, expected_version: int, items: Sequence[tuple], positions: Sequence[int],
-                 recorded_at: float) -> None:
-        self._stream, self._v0, self._items = stream, expected_version, items
-        self._pos, self._at = positions, recorded_at
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def _one(self, i: int) -> StoredEvent:
-        t, sv, payload, h, eid = self._items[i]
-        return StoredEvent(self._stream, self._v0 + i + 1, self._pos[i], t, sv, payload,
-                           h if isinstance(h, str) else h.decode("ascii"), eid, self._at)
-
-    @overload
-    def __getitem__(self, i: int) -> StoredEvent: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[StoredEvent]: ...
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self._one(j) for j in range(*i.indices(len(self)))]
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(i)
-        return self._one(i)
-
-    def __iter__(self) -> Iterator[StoredEvent]:
-        return (self._one(i) for i in range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    def __repr__(self) -> str:
-        return f"AppendResult({len(self)} events of {self._stream!r})"
+    def __str__(self) -> str:
+        return f"{self.version}:{self.hash}"

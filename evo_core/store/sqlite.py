@@ -42,8 +42,10 @@ def sqlite_path(url: str) -> tuple[str, dict[str, str]]:
     return path, opts
 
 
-def open_sqlite(url: str) -> EventStore:
-    from evo_core.store.es_backend import open_sqlite_backend
+def open_sqlite(url: str, *, read_only: bool = False) -> EventStore:
+    """Open (creating it if needed) the store at ``url``; ``read_only`` opens an existing
+    one without writing anything, so a store in a read-only directory can be read."""
+    from evo_core.store.es.sqlite import open_sqlite_backend
 
     path, opts = sqlite_path(url)
     sync = opts.get("synchronous", "full").lower()
@@ -52,6 +54,11 @@ def open_sqlite(url: str) -> EventStore:
     p = Path(path)
     if p.exists() and p.is_dir():
         raise StoreError(f"SQLite store {url!r}: {path!r} is a directory, not a database file")
+    if read_only:
+        if not p.exists():
+            raise StoreError(f"no store at {path!r} ({url})")
+        backend, snapshots = open_sqlite_backend(os.fspath(p), url, read_only=True)
+        return EventStore(backend, FileBlobStore(p.parent / "blobs", read_only=True), snapshots)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -20,7 +20,7 @@ from evo_events import (
 )
 from evo_core.audit import AuditError, RunIndex, audit_run
 from evo_core.store import open_store, run_stream
-from evo_core.store.es_backend import DEFAULT_TABLE
+from evo_core.store.es import DEFAULT_TABLE
 from tests.audit.conftest import evo
 
 

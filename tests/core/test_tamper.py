@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evo_core.store import open_store, run_stream
-from evo_core.store.es_backend import DEFAULT_TABLE
+from evo_core.store.es import DEFAULT_TABLE
 from evo_core.synthetic import generate_run
 from tests.core.helpers import evo, flip_byte
 
