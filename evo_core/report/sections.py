@@ -107,7 +107,8 @@ def verification_of(datas: Sequence[RunData]) -> str:
     good = [d for d in datas if d.verified]
     out = [verification(d, name=d.run_id) for d in datas if d.verified is False]
     if good:
-        names = "all " + str(len(datas)) + " runs" if len(good) == len(datas) else ", ".join(d.run_id for d in good)
+        everyone = "both runs" if len(datas) == 2 else f"all {len(datas)} runs"
+        names = everyone if len(good) == len(datas) else ", ".join(d.run_id for d in good)
         out.insert(0, f'<p class="ok">✓ hash chain verified for every event of {escape(names)}</p>')
     return "".join(out)
 
@@ -149,7 +150,9 @@ def window_row(label: str, per_step: dict[int, int], severity: dict[int, str], x
     for w, (n, sev, first) in sorted(windows.items()):
         lo = xlim[0] + w * size
         span = f"step {int(lo)}" if size == 1 else f"steps {int(lo)}–{int(lo + size - 1)}"
-        marks.append(svg.Mark(x=lo, x_end=lo + size, shape="cell", colour=SEVERITY_COLOURS.get(sev, "#9e9e9e"),
+        # a window holds steps lo … lo+size-1: the cell spans them half a step either side, so a
+        # one-step cell is centred on its step, as the glyphs of the decision rows are
+        marks.append(svg.Mark(x=max(xlim[0], lo - 0.5), x_end=min(xlim[1], lo + size - 0.5), shape="cell", colour=SEVERITY_COLOURS.get(sev, "#9e9e9e"),
                               opacity=0.3 + 0.7 * n / most, href=href(first),
                               tip=f"{label}: {n} diagnos{'is' if n == 1 else 'es'} in {span} (worst: {sev})"))
     return svg.Row(label, marks)

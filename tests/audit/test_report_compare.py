@@ -198,7 +198,7 @@ def test_window_row_keeps_every_diagnosis(per_step, last):
     assert sum(int(re.search(r": (\d+) diagnos", m.tip).group(1)) for m in row.marks) == sum(per_step.values())
     for m in row.marks:
         assert xlim[0] <= m.x < m.x_end <= xlim[1]
-        inside = [s for s in per_step if m.x <= s < m.x_end]
+        inside = [s for s in per_step if m.x <= s < m.x_end]  # a cell spans its steps ± half a step
         assert inside and m.href == f"#s-{min(inside)}"
         worst = "invalid" if any(sev[s] == "invalid" for s in inside) else "warning"
         assert f"(worst: {worst})" in m.tip
