@@ -5,6 +5,11 @@ The log has the shape a real run produces: per step a batch of
 find), a ``StepCompleted``, a ``PolicyUpdated``; periodic ``EvalCompleted``; and
 every ``decision_every`` steps a diagnosis → proposal → backtest → promotion chain
 (or a rejection). Deterministic for a given seed.
+
+The defaults give the original log (one ``heldout`` split, ``strict_accuracy`` only); the
+keyword options make differing runs for comparisons: other split names (``validation``,
+``test``), more eval metrics, a fixed harness (diagnoses only), a policy gate that names
+the main line, and interventions that actually curb hedging.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 from evo_events import (
     BacktestFailed,
@@ -41,6 +46,9 @@ DEFAULT_CONFIG = {
 }
 
 
+EVAL_METRICS = ("strict_accuracy", "strict_accuracy_greedy", "hack_rate")
+
+
 def _rid(rng: random.Random) -> str:
     return "%032x" % rng.getrandbits(128)
 
@@ -56,17 +64,36 @@ def iter_run_batches(
     heldout_n: int = 50,
     trajectories: bool = False,
     blobs=None,
+    splits: Sequence[str] = ("heldout",),
+    eval_metrics: Sequence[str] = ("strict_accuracy",),
+    harness_mode: str = "evolving",
+    policy_gate: bool = False,
+    curb: float = 0.0,
 ) -> Iterator[list[Event]]:
-    """Yield the run's events one step-batch at a time (what the trainer appends)."""
+    """Yield the run's events one step-batch at a time (what the trainer appends).
+
+    ``splits``: the eval splits logged at each eval step. ``eval_metrics``: any of
+    ``strict_accuracy``, ``strict_accuracy_greedy``, ``hack_rate``. ``harness_mode="fixed"``
+    logs diagnoses but never proposes. ``policy_gate``: each eval's checkpoint is promoted
+    (``Promoted(subject="policy")``) or rejected against the main line. ``curb``: each
+    promoted intervention scales the hedging probability by ``1 - curb``.
+    """
+    unknown = set(eval_metrics) - set(EVAL_METRICS)
+    if unknown or harness_mode not in ("fixed", "evolving") or not splits:
+        raise ValueError(f"synthetic run: eval_metrics must be among {EVAL_METRICS}, harness_mode fixed|evolving, "
+                         f"and splits non-empty (got {sorted(unknown)}, {harness_mode!r}, {list(splits)})")
     rng = random.Random(seed)
     cfg = json.loads(json.dumps(DEFAULT_CONFIG))
     cfg["run"]["steps"] = steps
+    cfg["harness"]["mode"] = harness_mode
     cfg_hash = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()
     yield [RunStarted(run_id=run_id, event_id=_rid(rng), config=cfg, config_hash=cfg_hash, seed=seed,
-                      harness_mode="evolving", code_version="synthetic", started_at="2026-01-01T00:00:00Z")]
+                      harness_mode=harness_mode, code_version="synthetic", started_at="2026-01-01T00:00:00Z")]
     harness_version = 0
+    promotions = 0
+    main: Optional[float] = None  # the main line's strict accuracy (policy_gate)
     for step in range(1, steps + 1):
-        hedge_p = min(0.9, 0.05 + 0.8 * step / max(steps, 1))
+        hedge_p = min(0.9, 0.05 + 0.8 * step / max(steps, 1)) * (1.0 - curb) ** promotions
         batch: list[Event] = []
         for i in range(rollouts_per_step):
             hedged = rng.random() < hedge_p
@@ -92,10 +119,30 @@ def iter_run_batches(
         digest = hashlib.sha256(f"{run_id}:{step}".encode()).hexdigest()
         batch.append(PolicyUpdated(run_id=run_id, event_id=_rid(rng), step=step, policy_version=step, digest=digest))
         if step % eval_every == 0:
-            items = {f"h{j}": float(rng.random() < 0.6 - 0.2 * hedge_p) for j in range(heldout_n)}
-            batch.append(EvalCompleted(run_id=run_id, event_id=_rid(rng), step=step, policy_version=step, split="heldout",
-                                       n=heldout_n, metrics={"strict_accuracy": sum(items.values()) / heldout_n},
-                                       item_scores=items))
+            evals = []
+            for k, split in enumerate(splits):
+                items = {f"h{j}": float(rng.random() < 0.6 - 0.02 * k - 0.2 * hedge_p) for j in range(heldout_n)}
+                metrics = {"strict_accuracy": sum(items.values()) / heldout_n}
+                if "strict_accuracy_greedy" in eval_metrics:  # greedy decoding: a little better than sampling
+                    metrics["strict_accuracy_greedy"] = min(1.0, metrics["strict_accuracy"] + rng.uniform(0.0, 0.08))
+                if "hack_rate" in eval_metrics:  # hedged answers the lenient verifier pays and the oracle rejects
+                    metrics["hack_rate"] = sum(rng.random() < 0.8 * hedge_p for _ in range(heldout_n)) / heldout_n
+                evals.append(EvalCompleted(run_id=run_id, event_id=_rid(rng), step=step, policy_version=step, split=split,
+                                           n=heldout_n, metrics=metrics, item_scores=items))
+            batch += evals
+            if policy_gate:
+                acc = evals[0].metrics["strict_accuracy"]
+                if main is None or acc >= main - 0.02:
+                    batch.append(Promoted(run_id=run_id, event_id=_rid(rng), subject="policy", subject_id=str(step), step=step,
+                                          gate="policy", harness_version_before=harness_version,
+                                          harness_version_after=harness_version, reasons=("strict accuracy held",),
+                                          figures={"candidate_strict": acc, "main_strict": main}, caused_by=(evals[0].event_id,)))
+                    main = acc
+                else:
+                    batch.append(Rejected(run_id=run_id, event_id=_rid(rng), subject="policy", subject_id=str(step), step=step,
+                                          gate="policy", harness_version=harness_version,
+                                          reasons=(f"policy: held-out strict accuracy fell: {acc:.3f} < main {main:.3f}",),
+                                          figures={"candidate_strict": acc, "main_strict": main}, caused_by=(evals[0].event_id,)))
         if step % decision_every == 0:
             evidence = tuple(e.event_id for e in batch[:8])
             diag = FailureDiagnosed(run_id=run_id, event_id=_rid(rng), step=step, kind="answer_hedging",
@@ -109,6 +156,10 @@ def iter_run_batches(
                                         prediction={"diagnosis_rate_falls": "answer_hedging", "guard_metric": "heldout_strict_accuracy"},
                                         rationale="hedged answers are paid by the lenient verifier", proposer="rules",
                                         fingerprint=fp, caused_by=(diag.event_id,))
+            if harness_mode == "fixed":  # a fixed harness diagnoses but never changes itself
+                batch.append(diag)
+                yield batch
+                continue
             passed = (step // decision_every) % 2 == 1
             cls = BacktestPassed if passed else BacktestFailed
             bt = cls(run_id=run_id, event_id=_rid(rng), proposal_id=prop.event_id, step=step, mode="offline",
@@ -127,6 +178,7 @@ def iter_run_batches(
                                       plugin_versions={"rules": "1", "answer_hedging": "1"}, skill_id=skill_id,
                                       caused_by=(bt.event_id,)))
                 harness_version += 1
+                promotions += 1
             else:
                 batch.append(Rejected(run_id=run_id, event_id=_rid(rng), subject="intervention", subject_id=prop.event_id,
                                       step=step, gate="statistical", harness_version=harness_version,

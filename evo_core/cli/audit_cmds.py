@@ -141,19 +141,19 @@ def replay_cmd(
 
 
 def report_cmd(
-    run: str = typer.Argument(..., help="Run id."),
+    runs: List[str] = typer.Argument(..., help="Run id; several run ids make a comparison (the first is the baseline)."),
     out: Path = typer.Option(..., "-o", "--out", help="Directory to write index.html into."),
     benchmark: Optional[Path] = typer.Option(None, "--benchmark", help="An evolution benchmark JSON for the fixed-vs-evolving comparison."),
     points: int = typer.Option(400, "--points", help="Most points per curve (curves are downsampled)."),
     store_url: Optional[str] = STORE_OPT,
 ) -> None:
-    """A self-contained HTML page of the run (works offline)."""
+    """A self-contained HTML page of a run, or comparing several runs (works offline)."""
     from evo_core.audit.errors import AuditError
     from evo_core.report import build_report
 
     store = _open(store_url)
     try:
-        path = build_report(store, run, out, benchmark=benchmark, max_points=points)
+        path = build_report(store, runs, out, benchmark=benchmark, max_points=points)
     except AuditError as exc:
         raise _bad(exc) from None
     Console(highlight=False, soft_wrap=True).print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")

@@ -16,6 +16,22 @@ import attrs
 from evo_core.audit.errors import AuditError
 from evo_core.audit.index import require_run
 
+# Older logs call the validation split "heldout"; the report shows both as "validation".
+SPLIT_ALIASES = {"heldout": "validation", "val": "validation", "valid": "validation"}
+SEVERITY_RANK = {"info": 0, "warning": 1, "invalid": 2}
+
+
+def split_name(split: Any) -> str:
+    s = str(split or "validation")
+    return SPLIT_ALIASES.get(s, s)
+
+
+def _policy_version(subject_id: Any) -> Optional[int]:
+    try:
+        return int(subject_id)
+    except (TypeError, ValueError):
+        return None
+
 
 @attrs.define
 class StepAgg:
@@ -42,7 +58,14 @@ class RunData:
     steps: dict[int, StepAgg] = attrs.Factory(lambda: defaultdict(StepAgg))
     step_metrics: dict[str, dict[int, float]] = attrs.Factory(lambda: defaultdict(dict))
     evals: dict[str, dict[int, float]] = attrs.Factory(lambda: defaultdict(dict))  # "split/metric" -> step -> value
+    # main-branch evals: split -> policy version -> (step, metrics); what the main line is judged by
+    evals_by_policy: dict[str, dict[int, tuple[int, dict[str, float]]]] = attrs.Factory(lambda: defaultdict(dict))
+    main_policy: Optional[int] = None  # the policy version the last Promoted(subject="policy") names
+    policy_gated: bool = False  # the log has policy decisions, so it says which checkpoint is the main line
     diagnoses: dict[str, dict[int, int]] = attrs.Factory(lambda: defaultdict(lambda: defaultdict(int)))
+    diag_severity: dict[str, dict[int, str]] = attrs.Factory(lambda: defaultdict(dict))  # kind -> step -> worst
+    invalid_diagnoses: int = 0
+    last_step: int = 0
     decisions: list[dict[str, Any]] = attrs.Factory(list)
     harness_steps: list[tuple[int, int]] = attrs.Factory(list)  # (step, harness version after a change)
     skills: dict[str, dict[str, Any]] = attrs.Factory(dict)
@@ -64,6 +87,7 @@ def collect(store: Any, run_id: str, *, progress: Optional[Callable[[int], None]
     steps = data.steps
     loads = json.loads
     n = 0
+    step = 0  # the step of the last event that names one (SkillRegistered does not)
     for rec in store.read_stream(stream):
         n += 1
         if progress is not None and n % 50_000 == 0:
@@ -94,18 +118,27 @@ def collect(store: Any, run_id: str, *, progress: Optional[Callable[[int], None]
         if t == "evo.PolicyUpdated":
             continue
         d = loads(rec.payload)
+        if isinstance(d.get("step"), int):
+            step = d["step"]
         if t == "evo.StepCompleted":
             for k, v in (d.get("metrics") or {}).items():
                 v = _num(v)
                 if v is not None:
                     data.step_metrics[k][d["step"]] = v
         elif t == "evo.EvalCompleted":
-            for k, v in (d.get("metrics") or {}).items():
-                v = _num(v)
-                if v is not None:
-                    data.evals[f"{d.get('split')}/{k}"][d["step"]] = v
+            split = split_name(d.get("split"))
+            metrics = {k: float(v) for k, v in (d.get("metrics") or {}).items() if _num(v) is not None}
+            for k, v in metrics.items():
+                data.evals[f"{split}/{k}"][d["step"]] = v
+            if d.get("branch", "main") == "main":
+                data.evals_by_policy[split][d.get("policy_version", d["step"])] = (d["step"], metrics)
         elif t == "evo.FailureDiagnosed":
             data.diagnoses[d["kind"]][d["step"]] += 1
+            worst = data.diag_severity[d["kind"]].get(d["step"], "info")
+            sev = d.get("severity", "info")
+            data.invalid_diagnoses += sev == "invalid"
+            if SEVERITY_RANK.get(sev, 0) >= SEVERITY_RANK.get(worst, 0):
+                data.diag_severity[d["kind"]][d["step"]] = sev
             diag_by_id[d["event_id"]] = d
         elif t == "evo.InterventionProposed":
             proposals[d["event_id"]] = d
@@ -125,6 +158,10 @@ def collect(store: Any, run_id: str, *, progress: Optional[Callable[[int], None]
                 "skill_id": d.get("skill_id"), "proposal": prop, "backtests": backtests.get(d["subject_id"], []),
                 "diagnoses": diags,
             })
+            if d.get("subject") == "policy":
+                data.policy_gated = True
+                if promoted:
+                    data.main_policy = _policy_version(d.get("subject_id"))
             if promoted:
                 data.harness_steps.append((d["step"], d["harness_version_after"]))
                 sk = d.get("skill_id")
@@ -135,7 +172,7 @@ def collect(store: Any, run_id: str, *, progress: Optional[Callable[[int], None]
         elif t == "evo.SkillRegistered":
             data.skills[d["skill_id"]] = {"skill_id": d["skill_id"], "name": d["name"], "bundle": d.get("bundle") or {},
                                           "source_run": d.get("source_run"), "uses": 0, "retired": False,
-                                          "registered_at": rec.version, "provenance": d.get("provenance") or {}}
+                                          "registered_at": rec.version, "step": step, "provenance": d.get("provenance") or {}}
         elif t == "evo.SkillRetired":
             if d["skill_id"] in data.skills:
                 data.skills[d["skill_id"]]["retired"] = True
@@ -146,9 +183,12 @@ def collect(store: Any, run_id: str, *, progress: Optional[Callable[[int], None]
             data.started_at = d.get("started_at", "")
         elif t == "evo.RunFinished":
             data.status = d.get("status", "")
+            if isinstance(d.get("step"), int):
+                data.last_step = max(data.last_step, d["step"])
         elif t == "evo.PluginFailed":
             data.plugin_failures += 1
     data.events = n
+    data.last_step = max([data.last_step, step, *data.steps, *(k for v in data.step_metrics.values() for k in v)])
     if n == 0:
         raise AuditError(f"run {run_id!r} has no events")
     return data
@@ -188,6 +228,22 @@ def downsample(points: dict[int, float], max_points: int) -> list[tuple[float, f
         chunk = xs[int(b * size): int((b + 1) * size)]
         if chunk:
             out.append((sum(chunk) / len(chunk), sum(points[x] for x in chunk) / len(chunk)))
+    return out
+
+
+def smooth(points: dict[int, float], window: int) -> dict[int, float]:
+    """Centred moving mean over ``window`` consecutive points (fewer at the ends)."""
+    xs = sorted(points)
+    if window <= 1 or len(xs) < 3:
+        return {x: points[x] for x in xs}
+    prefix = [0.0]
+    for x in xs:
+        prefix.append(prefix[-1] + points[x])
+    half = window // 2
+    out = {}
+    for i, x in enumerate(xs):
+        lo, hi = max(0, i - half), min(len(xs), i + half + 1)
+        out[x] = (prefix[hi] - prefix[lo]) / (hi - lo)
     return out
 
 

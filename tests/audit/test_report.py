@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import io
 import json
-import os
 import re
 
 import pytest
@@ -15,7 +13,7 @@ from evo_core.audit import AuditError
 from evo_core.report import build_report
 from evo_core.report.data import collect, downsample, load_benchmark
 from evo_core.synthetic import generate_run
-from tests.audit.cdp import Browser, find_chromium
+from tests.audit._browser import CHART_PROBE, open_page, painted
 from tests.audit.conftest import evo
 
 
@@ -51,7 +49,8 @@ def test_report_contents_and_bounds(evo_store, tmp_path):
                                           {"harness": "evolving", "strict_accuracy": 0.7}]}))
     path = build_report(evo_store, run_id, tmp_path / "out", benchmark=bench, max_points=100)
     html = path.read_text()
-    assert html.count('<svg class="chart"') == 7  # reward/strict, entropy, length, truncation, diagnoses, timeline, benchmark
+    # reward, strict accuracy, entropy, length, truncation, diagnoses, timeline, benchmark
+    assert html.count('<svg class="chart"') == 8
     # Curves are downsampled: no polyline has more points than asked for.
     for pts in re.findall(r'<polyline class="series"[^>]*points="([^"]*)"', html):
         assert len(pts.split()) <= 2 * 100 + 2  # the timeline step function has 2 points per change
@@ -79,52 +78,25 @@ def test_bad_report_input(evo_tiny_run, tmp_path):
 
 @pytest.mark.browser
 def test_report_renders_in_headless_chromium(sqlite_run, tmp_path):
-    exe = find_chromium()
-    if exe is None:
-        msg = "headless Chromium is not installed (apt-get install chromium; scripts/services.sh does it)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
     url, run_id = sqlite_run
     r = evo("report", run_id, "-o", str(tmp_path / "rep"), "--store", url)
     assert r.returncode == 0, r.stderr
-    page = tmp_path / "rep" / "index.html"
-    b = Browser(exe)
-    try:
-        for domain in ("Runtime.enable", "Log.enable", "Page.enable"):
-            b.call(domain)
-        b.call("Page.navigate", url=page.as_uri())
-        b.wait_for("Page.loadEventFired")
-        probe = b.call("Runtime.evaluate", returnByValue=True, expression="""JSON.stringify({
-            ready: document.documentElement.getAttribute('data-report-ready'),
-            charts: Array.from(document.querySelectorAll('svg.chart')).map(function (s) {
-                var r = s.getBoundingClientRect(); return [r.width, r.height]; }),
-            lines: Array.from(document.querySelectorAll('polyline.series')).map(function (p) {
-                return p.points.numberOfItems; }),
-            marks: document.querySelectorAll('a.mark').length,
-            rows: document.querySelectorAll('#decisions tbody tr').length})""")
-        info = json.loads(probe["result"]["value"])
-        # Click the "promotions" filter: the page's script must run without errors.
-        b.call("Runtime.evaluate", expression="document.querySelector('#filter button[data-show=promoted]').click()")
-        hidden = b.call("Runtime.evaluate", returnByValue=True, expression=
-                        "Array.from(document.querySelectorAll('#decisions tbody tr.rejected')).every(function(r){return r.style.display==='none';})")
-        shot = b.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
-        errors = b.errors()
-    finally:
-        b.close()
-    assert errors == [], errors
-    assert info["ready"] == str(len(info["charts"])) and len(info["charts"]) == 6
-    assert all(w > 300 and h > 100 for w, h in info["charts"]), info["charts"]
+    got = open_page(tmp_path / "rep" / "index.html", CHART_PROBE, clicks=("#filter button[data-show=promoted]",), after=
+                    "JSON.stringify(Array.from(document.querySelectorAll('#decisions tbody tr.rejected'))"
+                    ".every(function(r){return r.style.display==='none';}))")
+    info = got["probe"]
+    (tmp_path / "report.png").write_bytes(got["png"])
+    assert got["errors"] == [], got["errors"]
+    # reward, strict accuracy, entropy, length, truncation, diagnoses per window, harness timeline
+    assert info["ready"] == str(len(info["charts"])) and len(info["charts"]) == 7
+    assert all(w > 300 and h > 60 for w, h in info["charts"]), info["charts"]
     assert info["lines"] and all(n >= 2 for n in info["lines"])
-    assert info["marks"] == info["rows"] >= 2
-    assert hidden["result"]["value"] is True
-    png = base64.b64decode(shot["data"])
-    (tmp_path / "report.png").write_bytes(png)
+    assert info["marks"] >= info["rows"] >= 2  # a marker per decision on the timeline, plus the diagnosis cells
+    assert info["width"] <= info["viewport"], "the page scrolls sideways"
+    assert got["after"] is True  # the filter script ran: rejections are hidden
     from PIL import Image
 
-    img = Image.open(io.BytesIO(png)).convert("RGB")
+    img = Image.open(io.BytesIO(got["png"]))
     assert img.width >= 1000 and img.height >= 1000
-    colours = img.getcolors(maxcolors=img.width * img.height)
     # The plotted lines are really painted: many pixels in the palette's first colour (#1f77b4).
-    blue = sum(n for n, c in colours if abs(c[0] - 0x1f) < 40 and abs(c[1] - 0x77) < 40 and abs(c[2] - 0xb4) < 40)
-    assert blue > 2000, blue
+    assert painted(got["png"], "#1f77b4") > 2000
