@@ -39,7 +39,7 @@ from evo_core.harness import EvidenceWindow, HarnessEngine, PassInput, build_har
 from evo_core.plugins import PluginFailure, PluginManager
 from evo_core.run_setup import RunError, build_session
 from evo_core.state import HarnessState, apply, fold
-from evo_core.store import run_stream
+from evo_core.store import run_stream, seal_run_finished
 from evo_core.trainer.evaluation import VerifierFailed
 from evo_core.trainer.port import SNAPSHOT_MEDIA, SessionPort
 from evo_core.trainer.step_events import TRAINER, rollout_events, trajectory_payload
@@ -110,7 +110,9 @@ class RunLoop:
         self.harness: Optional[HarnessEngine] = None
 
     # -- appending --------------------------------------------------------------------------
-    def _append(self, events: Sequence[Event]) -> None:
+    def _append(self, events: Sequence[Event], *, final: bool = False) -> None:
+        """Append at the stream's version and fold. ``final``: the sealed ``RunFinished`` batch,
+        after which nothing may be appended (a sink that fails on it is logged, not recorded)."""
         if not events:
             return
         t0 = time.perf_counter()
@@ -120,10 +122,19 @@ class RunLoop:
             apply(self.state, ev, self.version)
         t1 = time.perf_counter()
         self.timings["append"] += t1 - t0
-        self._observe(events)
+        self._observe(events, final=final)
         self.timings["observe"] += time.perf_counter() - t1
 
-    def _observe(self, events: Sequence[Event]) -> None:
+    def _finish(self, finished: RunFinished, preceding: Sequence[Event] = ()) -> None:
+        """Seal the run: ``RunFinished`` carries the stream's head (``evo verify`` detects a cut
+        or extended tail), and is the last event of the batch."""
+        sealed = seal_run_finished(self.store, finished, expected_version=self.version, preceding=list(preceding))
+        self._append([*preceding, sealed], final=True)
+        head = self.store.head(self.stream)
+        log.info("run sealed", run_id=self.run_id, status=finished.status,
+                 head=f"{head.version}:{head.hash}", verify=f"evo verify {self.run_id} --expect {head.version}:{head.hash}")
+
+    def _observe(self, events: Sequence[Event], *, final: bool = False) -> None:
         failures: list[Event] = []
         for sink in self.sinks:
             try:
@@ -136,7 +147,10 @@ class RunLoop:
         failures += [f.to_event(self.run_id, self.state.step, TRAINER) for f in found]
         if self.progress is not None and hasattr(self.progress, "events"):
             self.progress.events(events)
-        if failures:
+        if failures and final:
+            for f in failures:
+                log.error("sink failed on the sealed batch", plugin=f.plugin, error=f.message)  # type: ignore[attr-defined]
+        elif failures:
             self.store.append(self.stream, failures, expected_version=self.version)
             for ev in failures:
                 self.version += 1
@@ -351,14 +365,14 @@ class RunLoop:
             status, message = "failed", str(exc)
             fail = PluginFailure.of(getattr(self.session, "domain_plugin", "?"), "verify", exc.__cause__ or exc,
                                     required=True).to_event(self.run_id, self.session.step + 1, TRAINER)
-            self._append([fail, RunFinished(run_id=self.run_id, status="failed", step=self.session.step,
-                                            message=message, emitted_by=TRAINER)])
+            self._finish(RunFinished(run_id=self.run_id, status="failed", step=self.session.step, message=message,
+                                     emitted_by=TRAINER), preceding=[fail])
             raise RunError(f"run {self.run_id} stopped: {message}") from None
         except KeyboardInterrupt as exc:
             why = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
             self._join_writes()
-            self._append([RunFinished(run_id=self.run_id, status="stopped", step=self.session.step,
-                                      message=why, emitted_by=TRAINER)])
+            self._finish(RunFinished(run_id=self.run_id, status="stopped", step=self.session.step, message=why,
+                                     emitted_by=TRAINER))
             log.warning("run stopped", run_id=self.run_id, step=self.session.step, reason=why,
                         resume=f"evo run CONFIG --resume {self.run_id}")
             raise
@@ -371,8 +385,8 @@ class RunLoop:
         summary = {"final_eval": self.last_eval, "harness_version": self.state.harness_version,
                    "policy_version": self.session.policy_version, "main_policy_version": self.state.main_policy_version,
                    "diagnoses": dict(self.state.diagnosis_counts)}
-        self._append([RunFinished(run_id=self.run_id, status=status, step=self.session.step, summary=summary,
-                                  message=message, emitted_by=TRAINER)])
+        self._finish(RunFinished(run_id=self.run_id, status=status, step=self.session.step, summary=summary,
+                                 message=message, emitted_by=TRAINER))
         self.ckpt.remove()
         for sink in self.sinks:
             try:

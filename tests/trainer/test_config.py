@@ -7,10 +7,27 @@ def test_quickstart_config_loads_and_matches_calibration():
     cfg = load_config("configs/quickstart.toml")
     assert cfg.run.harnesses == ("fixed", "evolving")
     assert (cfg.rl.prompts_per_step, cfg.rl.group_size, cfg.rl.lr, cfg.rl.warmup_steps) == (32, 8, 1e-4, 30)
-    assert cfg.task.options["verifier"] == "lenient" and cfg.sft.enabled
-    assert cfg.harness["mode"] == "evolving"  # per-run mode comes from run.harnesses
-    assert cfg.for_harness("fixed").harness["mode"] == "fixed"
-    assert cfg.for_harness("fixed").config_hash() != cfg.for_harness("evolving").config_hash()
+    assert cfg.task.options["flaw"] == "hedge" and cfg.sft.enabled and cfg.harness["audit"]["rate"] == 0.05
+    assert cfg.harness["mode"] == "evolving"  # per-run mode comes from the arm
+    assert cfg.for_arm("fixed").harness["mode"] == "fixed" and cfg.for_arm("fixed").run.arm == "fixed"
+    assert cfg.for_arm("fixed").config_hash() != cfg.for_arm("evolving").config_hash()
+
+
+def test_every_arm_is_an_overlay_that_changes_only_what_it_says():
+    from evo_core.arms import ARMS
+
+    base = load_config("configs/quickstart.toml")
+    ref = base.for_arm("reference")
+    assert ref.task.reward == "oracle" and ref.harness["gates"]["policy"]["trust"] == "validation"
+    assert ref.rl == base.rl and ref.task.options == base.task.options and ref.sft == base.sft
+    es = base.for_arm("fixed+early-stop")
+    assert es.harness["mode"] == "fixed" and es.harness["gates"]["policy"]["trust"] == "validation"
+    assert es.task == base.for_arm("fixed").task and es.rl == base.for_arm("fixed").rl
+    assert all(base.for_arm(a).run.arm == a for a in ARMS)
+    go = base.for_arm("evolving/gate-only")
+    assert all(go.harness["proposers"][p]["enabled"] is False for p in ("skills", "contrast", "rules"))
+    with pytest.raises(ConfigError, match="unknown harness arm"):
+        base.for_arm("evolving/magic")
 
 
 @pytest.mark.parametrize("item,path,value", [
@@ -19,7 +36,7 @@ def test_quickstart_config_loads_and_matches_calibration():
     ("sft.enabled=false", ["sft", "enabled"], False),
     ("run.name=hello", ["run", "name"], "hello"),
     ('run.harnesses=["fixed"]', ["run", "harnesses"], ["fixed"]),
-    ("task.options.verifier=strict", ["task", "options", "verifier"], "strict"),
+    ("task.options.flaw=echo", ["task", "options", "flaw"], "echo"),
 ])
 def test_set_values_are_typed(item, path, value):
     assert parse_override(item) == (path, value)

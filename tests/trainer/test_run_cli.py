@@ -16,7 +16,7 @@ checkpoint_dir = "{ck}"
 progress = false
 threads = 1
 [task]
-train = "generate://addition?digits=2&heldout=20&seed=0"
+train = "generate://addition?digits=2&validation=20&test=20&seed=0"
 [policy.tiny]
 hidden_size = 32
 num_layers = 1
@@ -58,7 +58,7 @@ def test_evo_run_makes_one_run_per_harness(cfg_file, capsys, monkeypatch):
 @pytest.mark.parametrize("args,needle", [
     (["--set", "rl.lrr=1"], "unknown config key 'rl.lrr'"),
     (["--set", "run.steps=many"], "'run.steps' must be an integer"),
-    (["--harness", "lazy"], "--harness must be fixed or evolving"),
+    (["--harness", "lazy"], "--harness must be one of fixed, fixed+early-stop, reference"),
     (["--resume", "ghost"], "run 'ghost' not found"),
 ])
 def test_evo_run_errors_are_one_line(cfg_file, capsys, monkeypatch, args, needle):

@@ -5,10 +5,11 @@ import torch
 
 from evo_core.api import Verdict
 from evo_core.hookspecs import hookimpl
-from evo_core.loop import build_session
+import evo_arithmetic.plugin as arithmetic
+from evo_arithmetic.domain import ArithmeticDomain
 from evo_core.plugins import PluginManager
+from evo_core.run_setup import build_session
 from evo_core.state import HarnessState
-import evo_plugins.arithmetic as arithmetic
 
 
 def _pm(*plugins):
@@ -45,7 +46,7 @@ class Recorder:
         assert batch.hyperparameters["temperature"] == 0.5
         for it in batch.items:
             if it.reward is not None:
-                it.reward = -1.0 if it.verdict.signals["answer_count"] != 1 else it.reward
+                it.reward = -1.0 if it.verdict.signals["numbers_found"] != 1 else it.reward
 
     @hookimpl
     def evo_filter_rollouts(self, batch, state):
@@ -64,9 +65,10 @@ def test_hooks_run_in_order_and_act(tiny_cfg):
     assert ids.count(session.train_tasks[0].task_id) > len(ids) // 2
     assert res.extra[0]["advantage"] is None  # filtered
     for it in res.items:
-        if it.verdict.signals["answer_count"] != 1:
+        if it.verdict.signals["numbers_found"] != 1:
             assert it.reward == -1.0  # transformed reward is what trains…
     assert all(it.verdict.reward in (0.0, 1.0) for it in res.items)  # …the verifier's stays on record
+    assert all(it.features and "chars" in it.features for it in res.items)  # generic features, before any hook
 
 
 class Boom:
@@ -82,7 +84,7 @@ def test_raising_plugin_is_recorded_and_the_step_goes_on(tiny_cfg):
     assert [(f.plugin, f.hook, f.error_type) for f in res.failures] == [("p0", "evo_transform_rewards", "RuntimeError")]
 
 
-class FlakyDomain(arithmetic.ArithmeticDomain):
+class FlakyDomain(ArithmeticDomain):
     """Every third grading is an infrastructure failure."""
 
     name = "flaky"
@@ -122,21 +124,37 @@ def test_infra_errors_are_masked_never_scored(tiny_cfg):
     assert res.metrics["infra_error_rate"] == pytest.approx(len(infra) / len(res.items))
 
 
-def test_fork_is_independent_and_reproducible(tiny_cfg):
+def test_forks_are_independent_reproducible_and_reseedable(tiny_cfg):
+    from evo_core.store import open_store
+    from evo_core.trainer.port import SessionPort
+
     session, _ = build_session(tiny_cfg(), _pm())
     before = session.policy.digest()
-    a, b = session.fork(), session.fork()
-    ma = a.train_steps(2, HarnessState())
-    mb = b.train_steps(2, HarnessState())
+    port = SessionPort(session, open_store("memory://").blobs, "r")
+    a, b, c = port.fork(seed=7), port.fork(seed=7), port.fork(seed=8)
+    ra, rb, rc = a.train(2, HarnessState()), b.train(2, HarnessState()), c.train(2, HarnessState())
     assert session.policy.digest() == before and session.step == 0  # the main line is untouched
-    assert a.policy.digest() == b.policy.digest()  # same seeds, same data: same result
-    assert [m["reward_mean"] for m in ma] == [m["reward_mean"] for m in mb]
-    assert ma[0]["rollouts"][0].keys() >= {"rollout_id", "reward", "strict_correct", "signals", "entropy"}
-    snap = session.checkpoint()
+    assert a.session.policy.digest() == b.session.policy.digest()  # same seed, same data: same result
+    assert [r.response_preview for r in ra] == [r.response_preview for r in rb] != [r.response_preview for r in rc]
+    assert {r.event_id for r in ra}.isdisjoint({r.event_id for r in session_rollouts(session)})
+    assert ra[0].features and ra[0].train.keys() >= {"entropy", "advantage"}
+    assert set(a.evaluate().item_scores) == {t.task_id for t in session.splits["validation"]}
+    # snapshot and restore: the weights come back under a new version, the training RNG goes on
+    snap = port.snapshot()
+    assert snap.digest == before and snap.policy_version == 0
     session.rl_step(HarnessState())
-    v = session.policy_version
-    session.restore(snap)
-    assert session.policy.digest() == before and session.policy_version == v + 1 and session.restored
+    v = session.max_version
+    session.restore(port.blobs.get(snap.checkpoint), v + 1)
+    assert session.policy.digest() == before and session.policy_version == v + 1
+    with pytest.raises(RuntimeError, match="disagree"):
+        session.restore(port.blobs.get(snap.checkpoint), v + 5)
+
+
+def session_rollouts(session):
+    """Rollouts the main line would log next (without changing the session)."""
+    from evo_core.trainer.step_events import rollout_events
+
+    return rollout_events("r", session.fork().rl_step(HarnessState()))
 
 
 def test_dapo_drops_zero_variance_groups_and_kl_is_reported(tiny_cfg):
@@ -154,9 +172,18 @@ def test_evaluate_is_seeded_and_leaves_training_rng_alone(tiny_cfg):
     session, _ = build_session(tiny_cfg(), _pm())
     g = session.gen.get_state()
     e1, e2 = session.evaluate(), session.evaluate()
-    assert e1.item_scores == e2.item_scores and e1.n == 20
+    assert e1.item_scores == e2.item_scores and e1.n == 20 and e1.split == "validation"
     assert torch.equal(session.gen.get_state(), g)
-    assert {"strict_accuracy", "strict_accuracy_greedy", "train_reward", "hedge_rate"} <= set(e1.metrics)
+    assert {"strict_accuracy", "strict_accuracy_greedy", "train_reward", "paid_rate", "hack_rate"} <= set(e1.metrics)
+    t = session.evaluate("test")
+    assert t.split == "test" and not set(t.item_scores) & set(e1.item_scores)
+
+
+def test_the_reference_trains_on_the_oracle(tiny_cfg):
+    session, _ = build_session(tiny_cfg(task={"reward": "oracle", "options": {"flaw": "hedge"}}), _pm())
+    res = session.rl_step(HarnessState())
+    for it in res.items:
+        assert it.verdict.reward == (1.0 if it.completion.text.strip() == it.task.gold else 0.0)
 
 
 class SomeTasksPay:

@@ -5,7 +5,7 @@ from evo_core.config import SFTSection
 from evo_core.trainer.policy import HFPolicy
 from evo_core.trainer.sft import lr_at, warm_start
 from evo_core.trainer.tiny import TinyModelConfig
-from evo_plugins.arithmetic import ArithmeticDomain
+from evo_arithmetic.domain import ArithmeticDomain
 from .testlib import SOURCE, TINY_MODEL
 
 
@@ -13,7 +13,7 @@ def test_sft_learns_and_is_cached_by_key(tmp_path):
     dom = ArithmeticDomain()
     tasks = dom.load_tasks(TaskSource(path=SOURCE))
     cfg = SFTSection(enabled=True, steps=30, batch_size=16, lr=3e-3, warmup_steps=3, cache_dir=str(tmp_path),
-                     options={"hedge_rate": 0.1})
+                     options={"plant_rate": 0.1})
     first = HFPolicy.tiny(TinyModelConfig(**TINY_MODEL), seed=0)
     start = first.digest()
     a = warm_start(first, dom, tasks, cfg, seed=0, key_parts={"m": 1})
