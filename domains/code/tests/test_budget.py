@@ -221,3 +221,22 @@ def test_one_pathological_rollout_does_not_stall_a_training_batch(sandbox, tmp_p
     assert audit["wrong"].signals["stop_reason"] == "early_exit_after_failure"  # 0*0 == 0+0, then 1*2 != 3
     assert audit["crash"].signals["n_executed"] <= sandbox.size
     assert train["loop"].signals["scope"] == "public" and train["loop"].signals["outcomes"][0] == TIMEOUT
+
+
+def test_the_budget_is_set_from_a_run_configs_task_options(tmp_path):
+    """`[task] options` of a run config reach the grader (through the domain's configure)."""
+    from evo_core.config import config_from_dict
+    from evo_core.loop import RunError, build_domain
+    from evo_core.plugins import PluginManager
+
+    def domain(options):
+        cfg = config_from_dict({"task": {"domain": "code", "train": str(tmp_path / "t.jsonl"), "options": options}})
+        return build_domain(cfg, PluginManager())[0]
+
+    dom = domain({"budget_s": 5, "scoring": "fraction", "early_exit": "first_timeout"})
+    assert dom.grader.config.budget_s == 5 and dom.grader.config.exit_rule() == "first_timeout"
+    assert domain({"budget_s": "off"}).grader.config.budget_s is None
+    with pytest.raises(RunError, match="unknown option"):
+        domain({"budget": 5})
+    with pytest.raises(RunError, match="fraction score"):
+        domain({"scoring": "fraction", "early_exit": "first_failure"})
