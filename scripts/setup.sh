@@ -22,6 +22,9 @@ pipi "torch==2.13.0"
 extras="postgres,sinks,wandb,mlflow,parquet,test,deepspeed,lora"
 pipi -e ".[${extras}]"
 for d in domains/*/ examples/*/; do
-  if [ -f "$d/pyproject.toml" ]; then pipi -e "$d"; fi
+  if [ -f "$d/pyproject.toml" ]; then
+    # a distribution's own test extra (e.g. the code domain's benchmark data) comes along
+    if grep -q '^test = ' "$d/pyproject.toml"; then pipi -e "${d%/}[test]"; else pipi -e "$d"; fi
+  fi
 done
 echo "$want" > "$stamp"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import attrs
 
@@ -13,6 +13,12 @@ from evo_code.grader import CodeGrader, GradeConfig
 from evo_code.loaders import load_problems
 from evo_code.problem import ASSERT, CALL, CodeProblem
 from evo_core.api import Completion, Task, TaskSource, Verdict
+
+# [task] options of a run config: GradeConfig's fields (budget_s, scoring, early_exit, ...)
+# and the loader's split options.
+GRADE_KEYS = tuple(a.name for a in attrs.fields(GradeConfig))
+LOAD_KEYS = ("validation_fraction", "heldout_fraction", "seed")
+_OFF = (False, "off", "none", "None")  # TOML has no null: budget_s = "off" switches the budget off
 
 INSTRUCTIONS = {
     "stdio": "Write a Python 3 program that reads from standard input and writes to standard output.",
@@ -28,9 +34,24 @@ class CodeDomain:
     name = "code"
     version = __version__
 
-    def __init__(self, grader: Optional[CodeGrader] = None, config: GradeConfig = GradeConfig()) -> None:
+    def __init__(self, grader: Optional[CodeGrader] = None, config: GradeConfig = GradeConfig(),
+                 load_options: Optional[Mapping[str, Any]] = None) -> None:
         self._grader = grader
         self._config = config
+        self.load_options = dict(load_options or {})
+
+    def configure(self, options: Mapping[str, Any]) -> "CodeDomain":
+        """A copy with the run config's ``[task] options`` applied, e.g.
+        ``budget_s = 120``, ``scoring = "fraction"``, ``early_exit = "never"``."""
+        unknown = set(options) - set(GRADE_KEYS) - set(LOAD_KEYS)
+        if unknown:
+            raise ValueError(f"code: unknown option(s) {sorted(unknown)} (known: {', '.join(GRADE_KEYS + LOAD_KEYS)})")
+        grading = {k: (None if k.endswith("budget_s") and v in _OFF else v) for k, v in options.items() if k in GRADE_KEYS}
+        try:
+            config = attrs.evolve(self._config, **grading)
+        except TypeError as exc:
+            raise ValueError(f"code: {exc}") from None
+        return CodeDomain(config=config, load_options={**self.load_options, **{k: v for k, v in options.items() if k in LOAD_KEYS}})
 
     @property
     def grader(self) -> CodeGrader:
@@ -39,8 +60,9 @@ class CodeDomain:
         return self._grader
 
     def load_tasks(self, source: TaskSource) -> list[Task]:
+        options = {**self.load_options, **source.options}  # the source's own options win
         probs = load_problems(source.path, fmt=source.format if source.format not in ("jsonl", "parquet", "json") else "auto",
-                              split=source.split, limit=source.limit, options=source.options)
+                              split=source.split, limit=source.limit, options=options)
         return [self.task_from_problem(p, source.split) for p in probs]
 
     def task_from_problem(self, p: CodeProblem, split: str = "train") -> Task:

@@ -2,15 +2,20 @@
 
 - stdio: one sandbox run per test (fresh forked process each, warm pool); the grader
   compares stdout (LiveCodeBench rules, ``compare.py``).
-- call: one sandbox run for all tests; the candidate-side harness reports the *returned
-  values* as tagged JSON (plain builtins only); the grader compares.
+- call: sandbox runs of the candidate-side harness, which reports the *returned values*
+  as tagged JSON (plain builtins only); the grader compares (``candidate_calls.py``).
 - assert: HumanEval / MBPP asserts run in a separate sandbox run that never contains the
-  candidate (``_harness_driver.py``); candidate calls are answered from values the
-  candidate returned in its own sandbox run, round by round.
+  candidate; candidate calls are answered from values the candidate returned in its own
+  sandbox run, round by round (``asserts.py``).
 
 So the candidate never sees an expected output, never runs in the process that
 compares, and cannot end the test early, skip it, or print its way to a pass. The verdict
 never rests on an exit code alone: stdio needs exit 0 *and* matching output.
+
+Bounded grading: stdio and call tests run in chunks that grow (the pool's width first,
+then twice as many each time), each run capped by the problem's wall budget
+(``budget.py``); under pass/fail scoring grading stops after the first failing test
+(``early_exit``), and the tests left are ``skipped``.
 
 An infrastructure failure anywhere (sandbox died, driver could not run) gives
 ``Verdict.infra`` — no reward — never a 0/1.
@@ -18,27 +23,33 @@ An infrastructure failure anywhere (sandbox died, driver could not run) gives
 
 from __future__ import annotations
 
-import json
-import secrets
+import math
 import threading
 import time
-from importlib import resources
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import attrs
 import structlog
 
-from evo_code.compare import stdout_matches, value_matches
+from evo_code.asserts import grade_asserts
+from evo_code.budget import GradingBudget
+from evo_code.candidate_calls import classify_call, run_calls, short
+from evo_code.compare import stdout_matches
 from evo_code.problem import (
     ASSERT,
+    BUDGET_EXHAUSTED,
     CALL,
     COMPILE_ERROR,
+    COMPLETE,
+    EARLY_EXIT_AFTER_FAILURE,
+    EARLY_EXIT_AFTER_TIMEOUT,
     INFRA_ERROR,
     MEMORY_LIMIT,
     NOT_RUN,
     OUTCOMES,
     PASS,
     RUNTIME_ERROR,
+    SKIPPED,
     STDIO,
     TIMEOUT,
     WRONG_ANSWER,
@@ -51,14 +62,24 @@ from evo_core.sandbox.protocol import ExecResult, Limits, RunRequest, Sandbox
 
 log = structlog.get_logger("evo.code")
 
+SCORINGS = ("pass_fail", "fraction")
+EARLY_EXITS = ("auto", "first_failure", "first_timeout", "never")
+_NOT_A_RESULT = (SKIPPED, NOT_RUN, BUDGET_EXHAUSTED)  # outcomes that say nothing about correctness
+_MAX_PER_WORKER = 16  # stdio: tests one worker runs in a chunk, at most
+_FIRST_CALL_CHUNK = 4  # call: tests in the first harness run (the visible ones fit in one)
 
-def _src(name: str) -> str:
-    return resources.files("evo_code").joinpath(name).read_text(encoding="utf-8")
+
+def _positive_or_none(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"GradeConfig.{attribute.name} must be a positive number of seconds or None (no budget), got {value!r}")
 
 
-_VALUES_SRC = _src("_values.py")
-CALL_HARNESS = _VALUES_SRC + "\n" + _src("_harness_call.py")
-DRIVER_HARNESS = _VALUES_SRC + "\n" + _src("_harness_driver.py")
+def _one_of(choices: Sequence[str]) -> Callable[[Any, attrs.Attribute, Any], None]:
+    def check(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value not in choices:
+            raise ValueError(f"GradeConfig.{attribute.name} must be one of {', '.join(choices)}; got {value!r}")
+
+    return check
 
 
 @attrs.frozen(kw_only=True)
@@ -74,6 +95,27 @@ class GradeConfig:
     output_bytes: int = 1 << 20
     max_assert_rounds: int = 8
     driver_wall_s: float = 30.0
+    # Wall seconds for grading one solution on one problem (every test in scope); a
+    # calibrated reference raises it to k_reference x the reference's own total. None: no budget.
+    budget_s: Optional[float] = attrs.field(default=60.0, validator=_positive_or_none)
+    calibration_budget_s: Optional[float] = attrs.field(default=600.0, validator=_positive_or_none)
+    # pass_fail: reward 1 when every test passes, else 0. fraction: reward = share passed.
+    scoring: str = attrs.field(default="pass_fail", validator=_one_of(SCORINGS))
+    # auto: first_failure under pass_fail (the verdict is decided), never under fraction.
+    # first_timeout: stop after a timed-out test (the tests left count as failed).
+    early_exit: str = attrs.field(default="auto", validator=_one_of(EARLY_EXITS))
+    test_seed: int = 0  # seeds `random` in the assert-test driver, step by step
+
+    def __attrs_post_init__(self) -> None:
+        if self.scoring == "fraction" and self.early_exit == "first_failure":
+            raise ValueError("GradeConfig.early_exit='first_failure' would change a fraction score; "
+                             "use 'first_timeout', 'never' or 'auto' with scoring='fraction'")
+
+    def exit_rule(self) -> Optional[str]:
+        """``first_failure``, ``first_timeout`` or None (run every test)."""
+        if self.early_exit == "auto":
+            return "first_failure" if self.scoring == "pass_fail" else None
+        return None if self.early_exit == "never" else self.early_exit
 
 
 @attrs.frozen(kw_only=True)
@@ -83,9 +125,19 @@ class TestOutcome:
     runtime: float = 0.0
     public: bool = False
     detail: str = ""
+    ran: bool = True  # False: the test never ran (skipped, or the budget ran out first)
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
+
+
+@attrs.frozen
+class _Limits:
+    """(per-test seconds, where it came from, the reference's total run time or None)."""
+
+    seconds: float
+    source: str
+    reference_total_s: Optional[float] = None
 
 
 class CodeGrader:
@@ -95,7 +147,7 @@ class CodeGrader:
         self._sandbox = sandbox
         self._own_sandbox = sandbox is None
         self.config = config
-        self._limits_cache: dict[str, tuple[float, str]] = {}
+        self._limits_cache: dict[str, _Limits] = {}
         self._lock = threading.Lock()
 
     @property
@@ -112,32 +164,62 @@ class CodeGrader:
             self._sandbox.close()
             self._sandbox = None
 
-    # -- time limits ---------------------------------------------------------------------
+    # -- time limits and budget ----------------------------------------------------------
     def time_limit(self, problem: CodeProblem) -> tuple[float, str]:
         """(per-test seconds, where it came from): k x reference runtime, else the
         dataset's limit, else the default. Cached per problem id."""
+        lim = self._calibrated(problem)
+        return lim.seconds, lim.source
+
+    def budget_s(self, problem: CodeProblem) -> Optional[float]:
+        """The wall budget for one solution: ``budget_s``, raised to k_reference x the
+        reference's total grading time where a calibrated reference exists."""
+        return self._budget_for(self._calibrated(problem))
+
+    def _budget_for(self, lim: _Limits) -> Optional[float]:
+        base = self.config.budget_s
+        if base is None or lim.reference_total_s is None:
+            return base
+        return max(base, self.config.k_reference * lim.reference_total_s)
+
+    def _calibrated(self, problem: CodeProblem) -> _Limits:
         cached = self._limits_cache.get(problem.problem_id)
         if cached:
             return cached
         cfg = self.config
-        result: tuple[float, str] = (problem.time_limit_s or cfg.default_time_limit_s, "dataset" if problem.time_limit_s else "default")
+        result = _Limits(problem.time_limit_s or cfg.default_time_limit_s, "dataset" if problem.time_limit_s else "default")
         if cfg.calibrate and problem.reference:
-            generous = max(cfg.max_time_limit_s, result[0])
+            generous = max(cfg.max_time_limit_s, result.seconds)
+            budget = GradingBudget(cfg.calibration_budget_s)
             if problem.kind == ASSERT:  # runtime of a step = the candidate time of its calls
-                tests = self._grade_asserts(problem, problem.reference, generous, "all", _compile_error(problem.reference))
+                tests = grade_asserts(self, problem, problem.reference, generous, "all", _compile_error(problem.reference),
+                                      budget, "first_failure")
             else:
-                tests = self._run_tests(problem, problem.reference, list(enumerate(problem.tests)), generous)
+                tests = self._run_tests(problem, problem.reference, list(enumerate(problem.tests)), generous, budget,
+                                        "first_failure")
             if tests and all(t.outcome == PASS for t in tests):
                 slowest = max(t.runtime for t in tests)
                 tl = min(cfg.max_time_limit_s, max(cfg.min_time_limit_s, cfg.k_reference * slowest))
-                result = (tl, "reference")
-            elif tests and not any(t.outcome == INFRA_ERROR for t in tests):
-                log.warning("reference solution fails its own tests; not calibrating", problem=problem.problem_id)
-                result = (result[0], result[1] + "+reference_failed")
-            else:
+                result = _Limits(tl, "reference", budget.elapsed())
+            elif any(t.outcome == INFRA_ERROR for t in tests):
                 return result  # infra trouble: try again next time
+            elif budget.ran_out:
+                log.warning("reference solution ran past the calibration budget; not calibrating", problem=problem.problem_id)
+                result = _Limits(result.seconds, result.source + "+reference_over_budget")
+            elif tests:
+                log.warning("reference solution fails its own tests; not calibrating", problem=problem.problem_id)
+                result = _Limits(result.seconds, result.source + "+reference_failed")
         self._limits_cache[problem.problem_id] = result
         return result
+
+    def limits(self, wall: float) -> Limits:
+        return Limits(
+            wall_seconds=wall,
+            cpu_seconds=max(1.0, wall),
+            memory_mb=self.config.memory_mb,
+            processes=64,
+            output_bytes=self.config.output_bytes,
+        )
 
     # -- grading -------------------------------------------------------------------------
     def grade(self, problem: CodeProblem, solution: str, scope: str = "all") -> Verdict:
@@ -146,39 +228,48 @@ class CodeGrader:
         if scope not in ("public", "all"):
             raise ValueError(f"scope must be 'public' or 'all', got {scope!r}")
         t0 = time.monotonic()
-        tl, tl_source = self.time_limit(problem)
+        lim = self._calibrated(problem)
+        tl, tl_source = lim.seconds, lim.source
+        self.sandbox  # noqa: B018 - start the pool before the budget's clock does
+        budget = GradingBudget(self._budget_for(lim))
+        rule = self.config.exit_rule()
         compile_msg = _compile_error(solution)
         if problem.kind == ASSERT:
-            tests = self._grade_asserts(problem, solution, tl, scope, compile_msg)
+            tests = grade_asserts(self, problem, solution, tl, scope, compile_msg, budget, rule)
         else:
             chosen = problem.public_tests(self.config.public_k) if scope == "public" else problem.tests
             indexed = [(problem.tests.index(t) if scope == "public" else i, t) for i, t in enumerate(chosen)]
             if compile_msg:
                 tests = [TestOutcome(index=i, outcome=COMPILE_ERROR, public=t.public, detail=compile_msg) for i, t in indexed]
             else:
-                tests = self._run_tests(problem, solution, indexed, tl)
-        return self._verdict(problem, solution, tests, tl, tl_source, scope, time.monotonic() - t0)
+                tests = self._run_tests(problem, solution, indexed, tl, budget, rule)
+        return self._verdict(problem, solution, tests, tl, tl_source, scope, budget, time.monotonic() - t0)
 
-    def _verdict(self, problem, solution, tests, tl, tl_source, scope, elapsed) -> Verdict:
+    def _verdict(self, problem, solution, tests, tl, tl_source, scope, budget: GradingBudget, elapsed) -> Verdict:
         counts = {o: 0 for o in OUTCOMES}
         for t in tests:
             counts[t.outcome] = counts.get(t.outcome, 0) + 1
         counts = {k: v for k, v in counts.items() if v}
         n_pass = counts.get(PASS, 0)
-        first_fail = next((t for t in tests if t.outcome != PASS), None)
+        first_fail = next((t for t in tests if t.outcome not in (PASS, *_NOT_A_RESULT)), None)
+        first_fail = first_fail or next((t for t in tests if t.outcome != PASS), None)
         signals: dict[str, Any] = {
             "kind": problem.kind,
             "source_format": problem.source_format,
             "scope": scope,
+            "scoring": self.config.scoring,
             "n_tests": len(tests),
+            "n_executed": sum(1 for t in tests if t.ran),
             "n_passed": n_pass,
             "pass_fraction": (n_pass / len(tests)) if tests else 0.0,
             "outcomes": [t.outcome for t in tests],
             "outcome_counts": counts,
+            "stop_reason": _stop_reason(tests),
             "runtime_max": max((t.runtime for t in tests), default=0.0),
             "runtime_total": sum(t.runtime for t in tests),
             "time_limit_s": tl,
             "time_limit_source": tl_source,
+            "budget_s": budget.limit_s,
             "grading_wall_s": elapsed,
             "solution_chars": len(solution),
             **hardcode_signals(solution, problem, self.config.public_k),
@@ -192,169 +283,105 @@ class CodeGrader:
         if not tests:
             return attrs.evolve(Verdict.infra("problem has no tests in this scope", **signals), details=details)
         ok = n_pass == len(tests)
-        return Verdict(reward=1.0 if ok else 0.0, correct=ok, signals=signals, details=details)
+        reward = (n_pass / len(tests)) if self.config.scoring == "fraction" else (1.0 if ok else 0.0)
+        return Verdict(reward=reward, correct=ok, signals=signals, details=details)
 
-    def _limits(self, wall: float, tl: float) -> Limits:
-        return Limits(
-            wall_seconds=wall,
-            cpu_seconds=max(1.0, wall),
-            memory_mb=self.config.memory_mb,
-            processes=64,
-            output_bytes=self.config.output_bytes,
-        )
-
-    def _run_tests(self, problem: CodeProblem, solution: str, indexed: Sequence[tuple[int, TestCase]], tl: float) -> list[TestOutcome]:
+    def _run_tests(self, problem: CodeProblem, solution: str, indexed: Sequence[tuple[int, TestCase]], tl: float,
+                   budget: GradingBudget, rule: Optional[str]) -> list[TestOutcome]:
         if not indexed:
             return []
         if problem.kind == STDIO:
-            return self._stdio(solution, indexed, tl)
+            width = max(1, int(getattr(self.sandbox, "size", 1) or 1))
+            full = tl + 0.5
+
+            def size(n_done: int, n_chunks: int) -> int:  # tests per worker: 1, 2, 4, ... while the budget covers them
+                per_worker = min(_MAX_PER_WORKER, 1 << n_chunks)
+                left = budget.remaining()
+                if left < per_worker * full:
+                    per_worker = max(1, int(left // full))
+                return width * per_worker
+
+            return self._chunked(indexed, size, lambda chunk: self._stdio(solution, chunk, tl, budget, width), budget, rule)
         if problem.kind == CALL:
             if not problem.fn_name:
                 raise ValueError(f"problem {problem.problem_id}: call-based tests need fn_name")
-            calls = [{"args": _enc_args(t.input), "kwargs": {"$d": []}} for _, t in indexed]
-            recs, res, load_err = self._call_candidate(solution, problem.fn_name, calls, tl)
-            out = []
-            for j, (i, t) in enumerate(indexed):
-                oc, rt, detail = self._classify_call(recs, j, res, load_err, tl, t.output)
-                out.append(TestOutcome(index=i, outcome=oc, runtime=rt, public=t.public, detail=detail))
-            return out
+            return self._chunked(indexed, lambda n_done, n_chunks: _FIRST_CALL_CHUNK << n_chunks,
+                                 lambda chunk: self._calls(problem, solution, chunk, tl, budget, rule), budget, rule)
         raise ValueError(f"problem {problem.problem_id}: unknown kind {problem.kind!r}")
 
+    def _chunked(self, indexed: Sequence[tuple[int, TestCase]], size: Callable[[int, int], int],
+                 run: Callable[[Sequence[tuple[int, TestCase]]], list[TestOutcome]], budget: GradingBudget,
+                 rule: Optional[str]) -> list[TestOutcome]:
+        """Run the tests chunk by chunk; stop at the first failure the rule allows, when the
+        budget is spent, or at an infrastructure error (no verdict either way)."""
+        out: list[TestOutcome] = []
+        n_chunks = 0
+        while len(out) < len(indexed):
+            rest = indexed[len(out):]
+            if budget.spent():
+                return out + [TestOutcome(index=i, outcome=BUDGET_EXHAUSTED, public=t.public, ran=False,
+                                          detail="not started: the grading budget ran out") for i, t in rest]
+            got = run(rest[: size(len(out), n_chunks)])
+            out += got
+            n_chunks += 1
+            left = indexed[len(out):]
+            if any(t.outcome == INFRA_ERROR for t in got):
+                return out + [TestOutcome(index=i, outcome=NOT_RUN, public=t.public, ran=False) for i, t in left]
+            trigger = _exit_trigger(got, rule)
+            if trigger is not None and left:
+                return out + [TestOutcome(index=i, outcome=SKIPPED, public=t.public, ran=False,
+                                          detail=f"not run: early exit after test {trigger.index} ({trigger.outcome})")
+                              for i, t in left]
+        return out
+
     # stdio ---------------------------------------------------------------------------------
-    def _stdio(self, solution: str, indexed: Sequence[tuple[int, TestCase]], tl: float) -> list[TestOutcome]:
-        lim = self._limits(tl + 0.5, tl)
+    def _stdio(self, solution: str, indexed: Sequence[tuple[int, TestCase]], tl: float, budget: GradingBudget,
+               width: int) -> list[TestOutcome]:
+        wall, capped = budget.cap(tl + 0.5)
+        lim = self.limits(wall)
         reqs = [RunRequest(code=solution, stdin=str(t.input), limits=lim) for _, t in indexed]
         results = self.sandbox.run_many(reqs)
         out = []
         for (i, t), r in zip(indexed, results):
             oc, detail = _classify_stdio(r, t, tl, self.config.float_tol)
+            if oc == TIMEOUT and capped and r.timed_out and r.wall_time < tl + 0.25 and budget.confirms():
+                oc, detail = BUDGET_EXHAUSTED, f"killed after {r.wall_time:.3f}s when the grading budget ran out"
             out.append(TestOutcome(index=i, outcome=oc, runtime=r.wall_time, public=t.public, detail=detail))
         return out
 
     # call ----------------------------------------------------------------------------------
-    def _call_candidate(self, solution: str, fn: str, calls: list[dict[str, Any]], tl: float):
-        nonce = secrets.token_hex(16)
-        req = {"fn": fn, "calls": calls, "nonce": nonce, "per_call_s": tl, "load_s": max(tl, 5.0)}
-        lim = self._limits(max(tl, 5.0) + tl * len(calls) + 1.0, tl)
-        res = self.sandbox.run(RunRequest(code=CALL_HARNESS, files={"solution.py": solution}, stdin=json.dumps(req), limits=lim))
-        recs: dict[int, dict[str, Any]] = {}
-        load_err = None
-        for line in res.stdout.splitlines():
-            if not line.startswith(nonce + " "):
-                continue
-            try:
-                rec = json.loads(line[len(nonce) + 1 :])
-            except json.JSONDecodeError:
-                continue
-            if "load_error" in rec and load_err is None:
-                load_err = rec
-            elif isinstance(rec.get("i"), int) and rec["i"] not in recs:
-                recs[rec["i"]] = rec
-        return recs, res, load_err
+    def _calls(self, problem: CodeProblem, solution: str, indexed: Sequence[tuple[int, TestCase]], tl: float,
+               budget: GradingBudget, rule: Optional[str]) -> list[TestOutcome]:
+        from evo_code._values import encode_value
 
-    def _classify_call(self, recs, j, res: ExecResult, load_err, tl, expected, compare=True):
-        if res.infra_error:
-            return INFRA_ERROR, 0.0, res.infra_error
-        if load_err is not None:
-            kind = {"compile_error": COMPILE_ERROR, "timeout": TIMEOUT}.get(load_err["load_error"], RUNTIME_ERROR)
-            return kind, 0.0, f"{load_err.get('exc')}: {load_err.get('msg', '')}"[:500]
-        rec = recs.get(j)
-        if rec is None:
-            # The process ended before reporting this call: it was killed, crashed, or
-            # left early (os._exit / sys.exit before the tests). Earlier calls may be fine.
-            first_missing = all(k in recs for k in range(j))
-            if not first_missing:
-                return NOT_RUN, 0.0, "an earlier test ended the process"
-            if res.timed_out:
-                return TIMEOUT, res.wall_time, "killed at the time limit"
-            if res.oom:
-                return MEMORY_LIMIT, res.wall_time, "memory limit"
-            return RUNTIME_ERROR, res.wall_time, f"process ended before this test (exit {res.exit_code}, signal {res.signal}): {res.stderr[-300:]}"
-        t = float(rec.get("t", 0.0))
-        if rec.get("timeout") or t > tl:
-            return TIMEOUT, t, f"took {t:.3f}s > {tl:.3f}s"
-        if "bad_value" in rec:
-            return WRONG_ANSWER, t, f"non-plain return value: {rec['bad_value']}"
-        if "exc" in rec:
-            if rec["exc"] == "MemoryError":
-                return MEMORY_LIMIT, t, "MemoryError"
-            return RUNTIME_ERROR, t, f"{rec['exc']}: {rec.get('msg', '')}"[:500]
-        if not compare:
-            return PASS, t, ""
-        from evo_code._values import decode_value
-
-        try:
-            got = decode_value(rec["ok"])
-        except (ValueError, TypeError, KeyError) as exc:
-            return WRONG_ANSWER, t, f"undecodable result: {exc}"
-        if value_matches(got, expected, self.config.float_tol):
-            return PASS, t, ""
-        return WRONG_ANSWER, t, f"got {_short(got)}, expected {_short(expected)}"
-
-    # assert --------------------------------------------------------------------------------
-    def _grade_asserts(self, problem: CodeProblem, solution: str, tl: float, scope: str, compile_msg: Optional[str]) -> list[TestOutcome]:
-        suite = problem.asserts
-        if suite is None or not problem.fn_name:
-            raise ValueError(f"problem {problem.problem_id}: assert tests need an assert suite and an entry point")
-        asserts = list(suite.asserts) + (list(suite.hidden_asserts) if scope == "all" else [])
-        base = {
-            "mode": suite.mode,
-            "test": suite.test,
-            "asserts": asserts,
-            "setup": suite.setup,
-            "check_fn": suite.check_fn,
-            "entry_point": problem.fn_name,
-        }
-        if compile_msg:
-            n = len(asserts) if suite.mode == "asserts" else 1
-            return [TestOutcome(index=i, outcome=COMPILE_ERROR, public=True, detail=compile_msg) for i in range(n)]
-        memo: dict[str, dict[str, Any]] = {}
-        drv_lim = self._limits(self.config.driver_wall_s, tl)
-        for _round in range(self.config.max_assert_rounds):
-            dres = self.sandbox.run(RunRequest(code=DRIVER_HARNESS, stdin=json.dumps(dict(base, memo=list(memo.items()))), limits=drv_lim))
-            if dres.infra_error:
-                return [TestOutcome(index=0, outcome=INFRA_ERROR, detail=dres.infra_error)]
-            try:
-                out = json.loads(dres.stdout)
-            except json.JSONDecodeError:
-                return [TestOutcome(index=0, outcome=INFRA_ERROR, detail=f"test driver failed (exit {dres.exit_code}, timed_out={dres.timed_out}): {dres.stderr[-300:]}")]
-            if out.get("error"):
-                return [TestOutcome(index=0, outcome=INFRA_ERROR, detail=f"the problem's test code does not run: {out['error']}")]
-            if out["final"]:
-                return [_step_outcome(i, s) for i, s in enumerate(out["results"])]
-            needed = out["needed"]
-            if not needed:
-                return [TestOutcome(index=0, outcome=INFRA_ERROR, detail="tests depend on values that never resolve")]
-            calls = [{"args": n["args"], "kwargs": n["kwargs"]} for n in needed]
-            recs, res, load_err = self._call_candidate(solution, problem.fn_name, calls, tl)
-            if res.infra_error:
-                return [TestOutcome(index=0, outcome=INFRA_ERROR, detail=res.infra_error)]
-            if load_err is not None:
-                oc, _, detail = self._classify_call(recs, 0, res, load_err, tl, None)
-                n = len(asserts) if suite.mode == "asserts" else 1
-                return [TestOutcome(index=i, outcome=oc, public=True, detail=detail) for i in range(n)]
-            for j, n in enumerate(needed):
-                oc, t, detail = self._classify_call(recs, j, res, None, tl, None, compare=False)
-                rec = recs.get(j)
-                if oc == PASS and rec is not None:
-                    memo[n["key"]] = {"ok": rec["ok"], "t": t}
-                elif oc == TIMEOUT:
-                    memo[n["key"]] = {"timeout": True, "t": t}
-                elif oc == WRONG_ANSWER:
-                    memo[n["key"]] = {"bad_value": detail, "t": t}
-                else:
-                    memo[n["key"]] = {"exc": oc, "msg": detail, "t": t}
-        return [TestOutcome(index=0, outcome=INFRA_ERROR, detail=f"assert tests did not settle in {self.config.max_assert_rounds} rounds")]
+        calls = [{"args": encode_value(tuple(t.input) if isinstance(t.input, list) else (t.input,)), "kwargs": {"$d": []}}
+                 for _, t in indexed]
+        stop_on = {"first_failure": "failure", "first_timeout": "timeout"}.get(rule or "")
+        run = run_calls(self.sandbox, self.limits, solution, problem.fn_name or "", calls, tl, budget, stop_on=stop_on)
+        out = []
+        for j, (i, t) in enumerate(indexed):
+            oc, rt, detail, ran = classify_call(run, j, tl, budget, t.output, float_tol=self.config.float_tol)
+            out.append(TestOutcome(index=i, outcome=oc, runtime=rt, public=t.public, detail=detail, ran=ran))
+        return out
 
 
-def _step_outcome(i: int, s: dict[str, Any]) -> TestOutcome:
-    oc = s["outcome"]
-    if oc == "test_error":  # e.g. the test's arithmetic fails on what the candidate returned
-        oc = WRONG_ANSWER
-    if oc == RUNTIME_ERROR and "MemoryError" in s.get("msg", ""):
-        oc = MEMORY_LIMIT
-    detail = (s.get("step", "") + (" -> " + s["msg"] if s.get("msg") else ""))[:500]
-    return TestOutcome(index=i, outcome=oc, runtime=float(s.get("t", 0.0)), public=True, detail=detail)
+def _exit_trigger(tests: Sequence[TestOutcome], rule: Optional[str]) -> Optional[TestOutcome]:
+    """The test whose failure ends grading under ``rule``, if any."""
+    for t in tests:
+        if t.outcome == PASS or t.outcome in _NOT_A_RESULT:
+            continue
+        if rule == "first_failure" or (rule == "first_timeout" and t.outcome == TIMEOUT):
+            return t
+    return None
+
+
+def _stop_reason(tests: Sequence[TestOutcome]) -> str:
+    if any(t.outcome == BUDGET_EXHAUSTED for t in tests):
+        return BUDGET_EXHAUSTED
+    if any(t.outcome == SKIPPED for t in tests):
+        first = next((t for t in tests if t.outcome not in (PASS, *_NOT_A_RESULT)), None)
+        return EARLY_EXIT_AFTER_TIMEOUT if first is not None and first.outcome == TIMEOUT else EARLY_EXIT_AFTER_FAILURE
+    return COMPLETE
 
 
 def _classify_stdio(r: ExecResult, t: TestCase, tl: float, tol: Optional[float]) -> tuple[str, str]:
@@ -370,7 +397,7 @@ def _classify_stdio(r: ExecResult, t: TestCase, tl: float, tol: Optional[float])
         return WRONG_ANSWER, "output exceeded the cap"
     if stdout_matches(r.stdout, str(t.output), tol):
         return PASS, ""
-    return WRONG_ANSWER, f"got {_short(r.stdout)}, expected {_short(t.output)}"
+    return WRONG_ANSWER, f"got {short(r.stdout)}, expected {short(t.output)}"
 
 
 def _compile_error(solution: str) -> Optional[str]:
@@ -382,14 +409,3 @@ def _compile_error(solution: str) -> Optional[str]:
     except (RecursionError, MemoryError) as exc:
         return f"{type(exc).__name__}: solution too deeply nested to compile"
     return None
-
-
-def _enc_args(args: Any) -> Any:
-    from evo_code._values import encode_value
-
-    return encode_value(tuple(args) if isinstance(args, list) else (args,))
-
-
-def _short(v: Any, n: int = 120) -> str:
-    s = v if isinstance(v, str) else json.dumps(v, default=repr)
-    return s if len(s) <= n else s[:n] + "..."

@@ -9,7 +9,7 @@ Formats (detected per row from its fields, or forced with ``fmt``):
 - ``humaneval``: ``prompt``, ``entry_point``, ``test`` (defines ``check(candidate)``),
   ``canonical_solution``;
 - ``mbpp``: ``text``/``prompt``, ``code``, ``test_list`` (asserts), ``test_setup_code``,
-  ``challenge_test_list``;
+  ``challenge_test_list``; the sanitized variant's ``prompt`` and ``test_imports``;
 - ``evo``: our own ``CodeProblem.to_json()`` rows.
 
 A malformed row raises :class:`CodeFormatError` naming the file, the row and the field.
@@ -316,12 +316,32 @@ def _humaneval(row: Mapping[str, Any], path: str, rownum: Any) -> CodeProblem:
         problem_id=pid,
         prompt=prompt,
         kind=ASSERT,
-        asserts=AssertSuite(mode="check", test=test),
+        asserts=AssertSuite(mode="check", test=test, setup=prompt_helpers(prompt, entry)),
         fn_name=entry,
         reference=(prompt + canon) if isinstance(canon, str) else None,
         starter_code=prompt,
         source_format="humaneval",
     )
+
+
+def prompt_helpers(prompt: str, entry_point: str) -> str:
+    """The prompt's own definitions (imports, helper functions such as HumanEval/32's
+    ``poly``, constants) without the entry point's stub: what HumanEval's harness has in
+    scope when ``check`` runs. Trusted: it comes from the dataset row, never the candidate."""
+    import ast
+
+    tree = None
+    for src in (prompt, prompt.rstrip() + "\n    pass\n"):  # a prompt may end on a bare signature
+        try:
+            tree = ast.parse(src)
+            break
+        except SyntaxError:
+            continue
+    if tree is None:
+        return ""
+    keep = [n for n in tree.body if not (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == entry_point)
+            and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    return ast.unparse(ast.Module(body=keep, type_ignores=[])) if keep else ""
 
 
 def _mbpp(row: Mapping[str, Any], path: str, rownum: Any) -> CodeProblem:
@@ -332,26 +352,74 @@ def _mbpp(row: Mapping[str, Any], path: str, rownum: Any) -> CodeProblem:
     tl = _req(row, "test_list", path, rownum, list)
     if not tl or not all(isinstance(s, str) and s.strip().startswith("assert") for s in tl):
         raise CodeFormatError(path, rownum, "test_list", "must be a non-empty list of assert statements")
+    imports = row.get("test_imports") or []
+    if not isinstance(imports, list) or not all(isinstance(s, str) for s in imports):
+        raise CodeFormatError(path, rownum, "test_imports", "must be a list of import statements")
+    fixture = row.get("test_setup_code") or ""
+    if not isinstance(fixture, str):
+        raise CodeFormatError(path, rownum, "test_setup_code", f"expected str, got {type(fixture).__name__}")
+    hidden = tuple(s for s in (row.get("challenge_test_list") or []) if isinstance(s, str) and s.strip())
     code = row.get("code")
     fn = _mbpp_entry(code, tl)
     if fn is None:
         raise CodeFormatError(path, rownum, "test_list", "cannot tell which function the asserts call")
-    setup = "\n".join([row.get("test_setup_code") or "", *(row.get("test_imports") or [])]).strip()
-    hidden = tuple(s for s in (row.get("challenge_test_list") or []) if isinstance(s, str) and s.strip())
+    defined = _top_level(code)
+    called = _called_names([*tl, *hidden])
+    # MBPP's harness runs the tests after the solution, in its namespace: the modules the
+    # reference imports (MBPP 596's tests call sys.getsizeof) are in scope there, so they
+    # are here; the reference's classes that the tests construct are built by the candidate.
+    setup = "\n".join([*imports, *_imports_of(code)])
+    classes = tuple(n for n in called if defined.get(n) == "class" and n != fn)
     return CodeProblem(
         problem_id=str(pid),
         prompt=f"{text}\nYour code should pass these tests:\n" + "\n".join(tl),
         kind=ASSERT,
-        asserts=AssertSuite(mode="asserts", asserts=tuple(tl), hidden_asserts=hidden, setup=setup),
+        asserts=AssertSuite(mode="asserts", asserts=tuple(tl), hidden_asserts=hidden, setup=setup, fixture=fixture.strip(),
+                            solution_classes=classes),
         fn_name=fn,
         reference=code if isinstance(code, str) else None,
         source_format="mbpp",
     )
 
 
-def _mbpp_entry(code: Any, asserts: list[str]) -> Optional[str]:
+def _parse(code: Any) -> Optional[Any]:
     import ast
-    import builtins
+
+    if not isinstance(code, str):
+        return None
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _top_level(code: Any) -> dict[str, str]:
+    """Names the code defines at top level: "function" or "class"."""
+    import ast
+
+    tree = _parse(code)
+    if tree is None:
+        return {}
+    return {n.name: "class" if isinstance(n, ast.ClassDef) else "function"
+            for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+def _imports_of(code: Any) -> list[str]:
+    import ast
+
+    tree = _parse(code)
+    if tree is None:
+        return []
+    out = []
+    for n in tree.body:
+        if isinstance(n, ast.Import) or (isinstance(n, ast.ImportFrom) and n.level == 0 and n.module != "__future__"):
+            # optional: a module the sandbox lacks must not stop tests that never use it
+            out.append(f"try:\n    {ast.unparse(n)}\nexcept ImportError:\n    pass")
+    return out
+
+
+def _called_names(asserts: list[str]) -> list[str]:
+    import ast
 
     called: list[str] = []
     for s in asserts:
@@ -360,15 +428,19 @@ def _mbpp_entry(code: Any, asserts: list[str]) -> Optional[str]:
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not hasattr(builtins, node.func.id):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in called:
                 called.append(node.func.id)
-    defined: set[str] = set()
-    if isinstance(code, str):
-        try:
-            defined = {n.name for n in ast.parse(code).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-        except SyntaxError:
-            pass
+    return called
+
+
+def _mbpp_entry(code: Any, asserts: list[str]) -> Optional[str]:
+    """The function the asserts call: the first called name the reference defines (even one
+    that shadows a builtin, as MBPP 126's ``sum``), else the first non-builtin called."""
+    import builtins
+
+    defined = _top_level(code)
+    called = _called_names(asserts)
     for name in called:
-        if not defined or name in defined:
+        if defined.get(name) == "function":
             return name
-    return called[0] if called else None
+    return next((n for n in called if not hasattr(builtins, n) and defined.get(n) != "class"), None)

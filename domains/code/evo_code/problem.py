@@ -14,8 +14,17 @@ TIMEOUT = "timeout"
 MEMORY_LIMIT = "memory_limit"
 COMPILE_ERROR = "compile_error"
 INFRA_ERROR = "infra_error"
-NOT_RUN = "not_run"
-OUTCOMES = (PASS, WRONG_ANSWER, RUNTIME_ERROR, TIMEOUT, MEMORY_LIMIT, COMPILE_ERROR, INFRA_ERROR, NOT_RUN)
+NOT_RUN = "not_run"  # the candidate's process ended before this test
+SKIPPED = "skipped"  # not run: an earlier failure already decided the verdict (early exit)
+BUDGET_EXHAUSTED = "budget_exhausted"  # cut, or never started, when the problem's grading budget ran out
+OUTCOMES = (PASS, WRONG_ANSWER, RUNTIME_ERROR, TIMEOUT, MEMORY_LIMIT, COMPILE_ERROR, INFRA_ERROR, NOT_RUN, SKIPPED,
+            BUDGET_EXHAUSTED)
+
+# Why grading of a solution stopped (the verdict's ``stop_reason`` signal).
+COMPLETE = "complete"  # every test in scope ran
+EARLY_EXIT_AFTER_FAILURE = "early_exit_after_failure"
+EARLY_EXIT_AFTER_TIMEOUT = "early_exit_after_timeout"
+STOP_REASONS = (COMPLETE, EARLY_EXIT_AFTER_FAILURE, EARLY_EXIT_AFTER_TIMEOUT, BUDGET_EXHAUSTED)
 
 STDIO = "stdio"  # program reads stdin, writes stdout
 CALL = "call"  # a function (or Solution method) is called with arguments
@@ -41,7 +50,13 @@ class AssertSuite:
     test: str = ""  # HumanEval: the source defining check()
     asserts: tuple[str, ...] = ()
     hidden_asserts: tuple[str, ...] = ()  # MBPP challenge_test_list: oracle only
-    setup: str = ""  # imports / setup code the tests need
+    setup: str = ""  # trusted code the tests need: HumanEval's prompt helpers, MBPP test_imports
+    # MBPP test_setup_code: runs in the test driver; when it needs the solution's own
+    # definitions (a NameError there: MBPP 367/927 build trees from the solution's Node
+    # class) it runs in the candidate's process after the solution instead, and the tests
+    # hand the objects it made to the candidate by name.
+    fixture: str = ""
+    solution_classes: tuple[str, ...] = ()  # the solution's classes the tests construct (MBPP 601's Pair)
     check_fn: str = "check"
 
 
@@ -75,5 +90,6 @@ class CodeProblem:
             a = dict(d["asserts"])
             a["asserts"] = tuple(a.get("asserts") or ())
             a["hidden_asserts"] = tuple(a.get("hidden_asserts") or ())
+            a["solution_classes"] = tuple(a.get("solution_classes") or ())
             d["asserts"] = AssertSuite(**a)
         return cls(**d)

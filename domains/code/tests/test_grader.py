@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from evo_code import CodeGrader, GradeConfig
@@ -33,7 +34,9 @@ def test_public_scope_is_the_training_verifier(grader, problems):
     only_public = "x = input()\nprint(3 if x.strip() == '1 2' else 0)"
     assert grader.grade(p, only_public, scope="public").reward == 1.0
     strict = grader.grade(p, only_public, scope="all")
-    assert strict.reward == 0.0 and strict.signals["outcomes"] == [PASS, WRONG_ANSWER, PASS]  # "0 0" -> 0 by luck
+    assert strict.reward == 0.0 and strict.signals["outcomes"] == [PASS, WRONG_ANSWER, "skipped"]  # early exit
+    every = CodeGrader(grader.sandbox, attrs.evolve(grader.config, early_exit="never")).grade(p, only_public, scope="all")
+    assert every.reward == 0.0 and every.signals["outcomes"] == [PASS, WRONG_ANSWER, PASS]  # "0 0" -> 0 by luck
     with pytest.raises(ValueError):
         grader.grade(p, only_public, scope="nope")
 
