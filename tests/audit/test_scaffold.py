@@ -66,3 +66,51 @@ def test_scaffold_round_trip(tmp_path):
     import importlib.metadata as md
 
     assert not [e for e in md.entry_points(group="evo") if e.name.startswith("rt_")]
+
+
+def test_a_scaffolded_one_class_intervention_is_proposed_backtested_and_promoted(tmp_path):
+    """``evo plugin new --kind intervention`` → one class; a run proposes it, backtests it offline
+    and online, and promotes it, with no trainer hook of its own."""
+    import importlib.util
+
+    from evo_core.api import Proposal
+    from evo_core.hookspecs import hookimpl
+    from evo_core.simulation import run_simulated
+    from evo_core.store import open_store, run_stream
+    from evo_core.testing import isolated_plugins
+    from evo_events import BacktestPassed, InterventionProposed, Promoted
+
+    made = scaffold("cap-numbers", "intervention", tmp_path)
+    spec = importlib.util.spec_from_file_location(made.module, made.root / f"{made.module}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cls = next(v for v in vars(module).values() if isinstance(v, type) and hasattr(v, "new_reward"))
+    assert not [n for n in vars(module) if n.startswith("evo_") and n != "evo_register_interventions"]
+
+    class Suggest:  # a proposer that knows the new intervention by name, as an LLM proposer would
+        name, version, default_params = "suggest", "1", {}
+
+        def propose(self, ctx, params):
+            hits = [d for d in ctx.diagnoses if d.kind == "reward_oracle_gap"]
+            return [Proposal(kind="reward_shaping", name=cls.name, params={"feature": "numbers", "limit": 1},
+                             targets=("reward_oracle_gap",), proposer="suggest", evidence=tuple(d.event_id for d in hits),
+                             rationale="cap the responses that list numbers")] if hits else []
+
+    class SuggestPlugin:
+        @hookimpl
+        def evo_register_proposers(self):
+            return [Suggest()]
+
+    pm = isolated_plugins()
+    pm.register(module, name="cap_numbers")
+    pm.register(SuggestPlugin(), name="suggest")
+    store = open_store("memory://")
+    rid, loop = run_simulated(store, pm, steps=15, seed=2, checkpoint_dir=str(tmp_path / "ck"), harness={
+        "proposers": {"suggest": {}, "contrast": {"enabled": False}, "rules": {"enabled": False}}})
+    evs = list(store.events(run_stream(rid)))
+    prop = [e for e in evs if isinstance(e, InterventionProposed) and e.name == cls.name]
+    assert prop
+    passed = {e.mode for e in evs if isinstance(e, BacktestPassed) and e.proposal_id == prop[0].event_id}
+    assert passed == {"offline", "online"}
+    assert [e for e in evs if isinstance(e, Promoted) and e.subject_id == prop[0].event_id]
+    assert any(a.name == cls.name for a in loop.state.interventions.values())

@@ -41,8 +41,10 @@ def test_required_plugin_failure_stops_with_a_clear_message():
     pm.register(_plugin("verifier", raises=True), name="verifier")
     with pytest.raises(RequiredPluginFailed, match="required plugin 'verifier' failed in evo_register_diagnostics: "
                                                    "RuntimeError: verifier is broken"):
-        pm.call("evo_register_diagnostics", required=["verifier"])
+        with pm.requiring(["verifier"]):
+            pm.diagnostics()
     assert pm.failures[-1].required
+    assert pm.diagnostics() == {}  # outside the block the same failure is isolated
 
 
 def test_disable_env_blocks_by_entry_point_and_distribution(monkeypatch):
