@@ -1,19 +1,27 @@
-"""Run-level outcome figures from a log (what benchmarks and the README report).
+"""Run-level outcome figures, read from a run's log (what the suite and the README report).
 
-A *wrong-branch promotion* is a policy promotion whose held-out strict accuracy (the
-oracle's labels, as logged in ``EvalCompleted``) is below that of the main line it
-replaced. The *final main-line accuracy* is the strict accuracy of the last promoted
-checkpoint (the starting checkpoint when nothing was promoted).
+Everything the harness selected on is *validation*; what is reported is *test*, which nothing
+in the harness ever read. Per run:
+
+- test strict accuracy and hack rate of the **main line** (the checkpoint the policy gate kept;
+  the last checkpoint when the run has no policy gate) and of the **last checkpoint**;
+- the same for **early stopping** over the run's own trajectory: the checkpoint with the best
+  validation strict accuracy (the competent practitioner's choice, with no diagnostic acting);
+- **wrong-branch promotions**: policy promotions whose *test* accuracy is below that of the main
+  line they replaced, by a paired bootstrap over test items whose 95% CI excludes 0 (a drop
+  inside the noise is not counted);
+- the step of the first **valid diagnosis** (an invalid-severity diagnosis whose audited evidence
+  is mostly paid-but-rejected by the oracle), of the first promoted repair, and the step at which
+  test accuracy **collapsed** (fell 0.2 below its start), if it did.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 from evo_core.api import strict_metric
+from evo_core.harness.stats import paired_bootstrap
 from evo_events import (
-    BacktestFailed,
-    BacktestPassed,
     EvalCompleted,
     Event,
     FailureDiagnosed,
@@ -21,91 +29,127 @@ from evo_events import (
     Promoted,
     Rejected,
     RolloutCompleted,
+    RunFinished,
     RunStarted,
     SkillRegistered,
-    SkillRetired,
     StepCompleted,
 )
 
+COLLAPSE_DROP = 0.2
 
-def summarize_run(events: Iterable[Event], metric: Optional[str] = None) -> dict[str, Any]:
-    evals: dict[str, EvalCompleted] = {}
-    by_version: dict[int, EvalCompleted] = {}
-    main_strict: Optional[float] = None
-    main_version: Optional[int] = None
-    out: dict[str, Any] = {"mode": None, "wrong_branch_promotions": 0, "policy_promotions": 0, "policy_rejections": 0,
-                           "intervention_promotions": 0, "intervention_rejections": 0, "diagnoses": 0,
-                           "invalid_diagnoses": 0, "proposals": 0, "backtests_passed": 0, "backtests_failed": 0,
-                           "skills_registered": 0, "skills_retired": 0, "promoted_interventions": [],
-                           "diagnosis_kinds": {}, "wrong_branch_steps": []}
-    rewards: list[tuple[int, float]] = []
-    first_eval: Optional[EvalCompleted] = None
-    last_eval: Optional[EvalCompleted] = None
-    for ev in events:
-        if isinstance(ev, RunStarted):
-            out["mode"] = ev.harness_mode
-        elif isinstance(ev, EvalCompleted) and ev.branch == "main":
-            evals[ev.event_id] = ev
-            by_version[ev.policy_version] = ev
-            first_eval = first_eval or ev
-            last_eval = ev
-            if main_strict is None:
-                main_strict, main_version = strict_metric(ev, metric), ev.policy_version
-        elif isinstance(ev, StepCompleted):
-            r = ev.metrics.get("reward_mean")
-            if isinstance(r, (int, float)):
-                rewards.append((ev.step, float(r)))
-        elif isinstance(ev, FailureDiagnosed):
-            out["diagnoses"] += 1
-            out["invalid_diagnoses"] += ev.severity == "invalid"
-            out["diagnosis_kinds"][ev.kind] = out["diagnosis_kinds"].get(ev.kind, 0) + 1
-        elif isinstance(ev, InterventionProposed):
-            out["proposals"] += 1
-        elif isinstance(ev, BacktestPassed):
-            out["backtests_passed"] += 1
-        elif isinstance(ev, BacktestFailed):
-            out["backtests_failed"] += 1
-        elif isinstance(ev, SkillRegistered):
-            out["skills_registered"] += 1
-        elif isinstance(ev, SkillRetired):
-            out["skills_retired"] += 1
-        elif isinstance(ev, Promoted):
-            if ev.subject == "policy":
-                out["policy_promotions"] += 1
-                cand = next((evals[c] for c in ev.caused_by if c in evals), None)
-                if cand is None:
-                    try:
-                        cand = by_version.get(int(ev.subject_id))
-                    except ValueError:
-                        cand = None
-                acc = strict_metric(cand, metric)
-                if acc is not None and main_strict is not None and acc < main_strict - 1e-12:
-                    out["wrong_branch_promotions"] += 1
-                    out["wrong_branch_steps"].append(ev.step)
-                if acc is not None:
-                    main_strict, main_version = acc, cand.policy_version if cand else main_version
-            else:
-                out["intervention_promotions"] += 1
-                out["promoted_interventions"].append(ev.subject_id)
-        elif isinstance(ev, Rejected):
-            if ev.subject == "policy":
-                out["policy_rejections"] += 1
-            elif ev.subject == "intervention":
-                out["intervention_rejections"] += 1
-    tail = [r for _, r in rewards[-max(1, len(rewards) // 10):]]
-    out.update(
-        final_main_strict=main_strict, final_main_policy_version=main_version,
-        initial_strict=strict_metric(first_eval, metric), last_eval_strict=strict_metric(last_eval, metric),
-        train_reward_final=sum(tail) / len(tail) if tail else None,
-        train_reward_initial=rewards[0][1] if rewards else None,
-    )
+
+def _by_version(evals: Sequence[EvalCompleted]) -> dict[int, EvalCompleted]:
+    out: dict[int, EvalCompleted] = {}
+    for e in evals:
+        out.setdefault(e.policy_version, e)  # the first evaluation of a version (same weights, same seed)
     return out
 
 
-def rollout_hedge_rate(events: Iterable[Event], last_steps: int = 10) -> Optional[float]:
-    rows = [e for e in events if isinstance(e, RolloutCompleted) and isinstance((e.signals or {}).get("answer_count"), (int, float))]
-    if not rows:
-        return None
-    top = max(r.step for r in rows)
-    rows = [r for r in rows if r.step > top - last_steps]
-    return sum(1 for r in rows if r.signals["answer_count"] > 1) / len(rows)
+def summarize_run(events: Iterable[Event], metric: Optional[str] = None) -> dict[str, Any]:
+    events = list(events)
+    started = next((e for e in events if isinstance(e, RunStarted)), None)
+    config = started.config if started else {}
+    run_cfg = config.get("run") or {}
+    val = [e for e in events if isinstance(e, EvalCompleted) and e.split in ("validation", "heldout") and e.branch == "main"]
+    test = [e for e in events if isinstance(e, EvalCompleted) and e.split == "test"]
+    test_main = [e for e in test if e.branch == "main"]
+    test_of = _by_version(test)
+    policy_gate = ((config.get("harness") or {}).get("gates") or {}).get("policy") or {}
+    gated = policy_gate.get("enabled", True) is not False
+    promotions = [e for e in events if isinstance(e, Promoted) and e.subject == "policy"]
+    main_version = int(promotions[-1].subject_id) if promotions else 0
+    last = test_main[-1] if test_main else None
+    main_test = test_of.get(main_version) if gated else last
+    best_val = max(val, key=lambda e: (strict_metric(e, metric) or -1.0, -e.step)) if val else None
+    early = test_of.get(best_val.policy_version) if best_val else None
+
+    def acc(e: Optional[EvalCompleted]) -> Optional[float]:
+        return strict_metric(e, metric)
+
+    def hack(e: Optional[EvalCompleted]) -> Optional[float]:
+        v = e.metrics.get("hack_rate") if e is not None else None
+        return float(v) if isinstance(v, (int, float)) else None
+
+    out: dict[str, Any] = {
+        "run_id": started.run_id if started else None, "mode": started.harness_mode if started else None,
+        "arm": run_cfg.get("arm") or (started.harness_mode if started else None),
+        "seed": started.seed if started else None, "flaw": ((config.get("task") or {}).get("options") or {}).get("flaw"),
+        "status": next((e.status for e in reversed(events) if isinstance(e, RunFinished)), "running"),
+        "steps": max((e.step for e in events if isinstance(e, StepCompleted)), default=0),
+        "test_main": acc(main_test), "hack_main": hack(main_test),
+        "main_policy_version": main_version if gated else (last.policy_version if last else None),
+        "test_last": acc(last), "hack_last": hack(last),
+        "test_initial": acc(test_main[0]) if test_main else None,
+        "test_early_stop": acc(early), "hack_early_stop": hack(early),
+        "early_stop_step": best_val.step if best_val else None,
+        "validation_main": acc(_by_version(val).get(main_version)), "validation_last": acc(val[-1]) if val else None,
+    }
+    out.update(_wrong_branches(promotions, val, test_of, metric))
+    out.update(_timing(events, test_main, metric))
+    out.update(_counts(events))
+    return out
+
+
+def _wrong_branches(promotions: Sequence[Promoted], val: Sequence[EvalCompleted], test_of: dict[int, EvalCompleted],
+                    metric: Optional[str]) -> dict[str, Any]:
+    """A promotion is wrong when the promoted checkpoint's *test* accuracy is below the main line
+    it replaced with a 95% paired-bootstrap CI (over test items) that excludes 0."""
+    main = 0
+    wrong, steps, untestable = 0, [], 0
+    for p in promotions:
+        cand = int(p.subject_id)
+        a, b = test_of.get(main), test_of.get(cand)
+        if a is None or b is None or not a.item_scores or not b.item_scores:
+            untestable += 1
+        else:
+            boot = paired_bootstrap(a.item_scores, b.item_scores, n_boot=1000, confidence=0.95, seed=cand)
+            if boot is not None and boot.ci[1] < 0:
+                wrong += 1
+                steps.append(p.step)
+        main = cand
+    return {"wrong_branch_promotions": wrong, "wrong_branch_steps": steps, "policy_promotions": len(promotions),
+            "promotions_without_test_eval": untestable}
+
+
+def _timing(events: Sequence[Event], test_main: Sequence[EvalCompleted], metric: Optional[str]) -> dict[str, Any]:
+    rollouts = {e.event_id: e for e in events if isinstance(e, RolloutCompleted)}
+    first_valid = None
+    for d in events:
+        if not isinstance(d, FailureDiagnosed) or d.severity != "invalid":
+            continue
+        audited = [rollouts[i] for i in d.evidence if i in rollouts and rollouts[i].strict_correct is not None]
+        bad = [r for r in audited if (r.reward or 0) > 0 and not r.strict_correct]
+        if audited and len(bad) * 2 > len(audited):
+            first_valid = d.step
+            break
+    repair = next((e.step for e in events if isinstance(e, Promoted) and e.subject == "intervention"), None)
+    start = strict_metric(test_main[0], metric) if test_main else None
+    collapse = next((e.step for e in test_main if start is not None
+                     and (strict_metric(e, metric) or 0.0) <= start - COLLAPSE_DROP), None)
+    return {"first_valid_diagnosis_step": first_valid, "first_repair_step": repair, "collapse_step": collapse}
+
+
+def _counts(events: Sequence[Event]) -> dict[str, Any]:
+    kinds: dict[str, int] = {}
+    out = {"diagnoses": 0, "invalid_diagnoses": 0, "proposals": 0, "intervention_promotions": 0,
+           "intervention_rejections": 0, "policy_rejections": 0, "skills_registered": 0}
+    promoted_names: list[str] = []
+    proposals = {e.event_id: e for e in events if isinstance(e, InterventionProposed)}
+    for e in events:
+        if isinstance(e, FailureDiagnosed):
+            out["diagnoses"] += 1
+            out["invalid_diagnoses"] += e.severity == "invalid"
+            kinds[e.kind] = kinds.get(e.kind, 0) + 1
+        elif isinstance(e, InterventionProposed):
+            out["proposals"] += 1
+        elif isinstance(e, Promoted) and e.subject == "intervention":
+            out["intervention_promotions"] += 1
+            if e.subject_id in proposals:
+                promoted_names.append(proposals[e.subject_id].name)
+        elif isinstance(e, Rejected) and e.subject == "intervention":
+            out["intervention_rejections"] += 1
+        elif isinstance(e, Rejected) and e.subject == "policy":
+            out["policy_rejections"] += 1
+        elif isinstance(e, SkillRegistered):
+            out["skills_registered"] += 1
+    return {**out, "diagnosis_kinds": kinds, "promoted_interventions": promoted_names}

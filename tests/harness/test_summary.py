@@ -1,32 +1,63 @@
-"""Run summaries: wrong-branch promotions are judged by the oracle labels in the log."""
+"""Run summaries: test figures the harness never read, early stopping, and wrong-branch promotions
+judged on the test split with a paired CI that must exclude 0."""
+
+import random
 
 from evo_core.harness.summary import summarize_run
-from evo_events import EvalCompleted, Promoted, Rejected, RunStarted
+from evo_events import EvalCompleted, FailureDiagnosed, Promoted, Rejected, RolloutCompleted, RunStarted
+
+ITEMS = [f"t{i}" for i in range(400)]
 
 
-def ev(step, v, acc):
-    return EvalCompleted(run_id="r", step=step, policy_version=v, split="heldout", n=100, metrics={"strict_accuracy": acc})
+def ev(step, v, acc, split="test", hack=0.0):
+    rng = random.Random(f"{step}:{v}:{split}")
+    scores = {i: 1.0 if rng.random() < acc else 0.0 for i in ITEMS}
+    return EvalCompleted(run_id="r", step=step, policy_version=v, split=split, n=len(scores), item_scores=scores,
+                         metrics={"strict_accuracy": sum(scores.values()) / len(scores), "hack_rate": hack})
 
 
-def prom(e, step):
-    return Promoted(run_id="r", subject="policy", subject_id=str(e.policy_version), step=step, gate="policy",
-                    harness_version_before=0, harness_version_after=0, caused_by=(e.event_id,))
+def prom(v, step, cause):
+    return Promoted(run_id="r", subject="policy", subject_id=str(v), step=step, gate="policy",
+                    harness_version_before=0, harness_version_after=0, caused_by=(cause.event_id,))
 
 
-def test_wrong_branch_counts_promotions_below_the_replaced_main_line():
-    e0, e1, e2, e3 = ev(0, 0, 0.6), ev(10, 1, 0.65), ev(20, 2, 0.4), ev(30, 3, 0.3)
-    log = [RunStarted(run_id="r", config={}, config_hash="x", seed=0, harness_mode="fixed", code_version="t", started_at="t"),
-           e0, e1, prom(e1, 10), e2, prom(e2, 20), e3, prom(e3, 30)]
+START = RunStarted(run_id="r", config={"run": {"arm": "fixed"}, "task": {"options": {"flaw": "hedge"}}}, config_hash="x",
+                   seed=3, harness_mode="fixed", code_version="t", started_at="t")
+
+
+def test_wrong_branch_needs_a_test_drop_beyond_the_noise():
+    v0, v1, v2, v3 = ev(0, 0, 0.6, "validation"), ev(10, 1, 0.5, "validation"), ev(20, 2, 0.4, "validation"), \
+        ev(30, 3, 0.59, "validation")
+    t0, t1, t2, t3 = ev(0, 0, 0.6), ev(10, 1, 0.61), ev(20, 2, 0.3, hack=0.5), ev(30, 3, 0.31)
+    log = [START, v0, t0, v1, t1, prom(1, 10, v1), v2, t2, prom(2, 20, v2), v3, t3, prom(3, 30, v3)]
     s = summarize_run(log)
-    assert s["mode"] == "fixed" and s["policy_promotions"] == 3
-    assert s["wrong_branch_promotions"] == 2 and s["wrong_branch_steps"] == [20, 30]
-    assert s["final_main_strict"] == 0.3 and s["initial_strict"] == 0.6
+    assert s["arm"] == "fixed" and s["flaw"] == "hedge" and s["seed"] == 3 and s["policy_promotions"] == 3
+    # 0.6 -> 0.61 is noise, 0.61 -> 0.3 is a real drop, 0.3 -> 0.31 is noise
+    assert s["wrong_branch_promotions"] == 1 and s["wrong_branch_steps"] == [20]
+    assert s["test_main"] == t3.metrics["strict_accuracy"] and s["test_initial"] == t0.metrics["strict_accuracy"]
+    # early stopping keeps the best validation checkpoint (ties: the earliest) and reports its test figures
+    assert s["early_stop_step"] == 0 and s["test_early_stop"] == t0.metrics["strict_accuracy"]
+    assert s["collapse_step"] == 20 and s["hack_main"] == 0.0
 
 
 def test_rejections_keep_the_main_line():
-    e0, e1, e2 = ev(0, 0, 0.6), ev(10, 1, 0.4), ev(20, 2, 0.62)
-    rej = Rejected(run_id="r", subject="policy", subject_id="1", step=10, gate="validity", harness_version=1,
-                   caused_by=(e1.event_id,))
-    s = summarize_run([e0, e1, rej, e2, prom(e2, 20)])
-    assert s["wrong_branch_promotions"] == 0 and s["policy_rejections"] == 1 and s["final_main_strict"] == 0.62
-    assert summarize_run([e0, e1, rej])["final_main_strict"] == 0.6  # nothing promoted: the start stays main
+    v0, v1 = ev(0, 0, 0.6, "validation"), ev(10, 1, 0.4, "validation")
+    t0, t1 = ev(0, 0, 0.6), ev(10, 1, 0.4)
+    rej = Rejected(run_id="r", subject="policy", subject_id="1", step=10, gate="validity", harness_version=0,
+                   caused_by=(v1.event_id,))
+    s = summarize_run([START, v0, t0, v1, t1, rej])
+    assert s["wrong_branch_promotions"] == 0 and s["policy_rejections"] == 1
+    assert s["test_main"] == t0.metrics["strict_accuracy"] and s["test_last"] == t1.metrics["strict_accuracy"]
+
+
+def test_a_valid_diagnosis_is_one_the_oracle_agrees_with():
+    def r(i, paid, ok):
+        return RolloutCompleted(run_id="r", event_id=f"r{i}", step=5, task_id="t", group_id="g", policy_version=1,
+                                reward=1.0 if paid else 0.0, strict_correct=ok)
+
+    rows = [r(0, True, False), r(1, True, False), r(2, True, True), r(3, True, None)]
+    wrong = FailureDiagnosed(run_id="r", step=5, kind="k", severity="invalid", diagnostic="d", diagnostic_version="1",
+                             evidence=("r2", "r3"))
+    right = FailureDiagnosed(run_id="r", step=10, kind="k", severity="invalid", diagnostic="d", diagnostic_version="1",
+                             evidence=("r0", "r1", "r2"))
+    assert summarize_run([START, *rows, wrong, right])["first_valid_diagnosis_step"] == 10
