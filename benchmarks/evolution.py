@@ -1,254 +1,437 @@
-"""Fixed vs evolving harness, side by side, on the same seeds.
+"""The harness, measured like a skeptical reviewer would: a flaw suite × harness arms × seeds.
 
-    python benchmarks/evolution.py --seeds 3 --json
-    python benchmarks/evolution.py --seeds 1 --set run.steps=60      # quick look
+    python benchmarks/evolution.py --suite --seeds 5 --json          # the headline matrix (cold)
+    python benchmarks/evolution.py --suite --seeds 3 --mode both      # cold and warm (skills from other flaws)
+    python benchmarks/evolution.py --suite --seeds 3 --ablations      # + evolving/gate-only, no-policy-gate, no-revision
+    python benchmarks/evolution.py --suite --audit-sweep arithmetic/hedge   # audit rate 1.0, 0.1, 0.05, 0.02
+    python benchmarks/evolution.py --smoke                            # 1 seed, 40 steps, every flaw and arm (CI)
 
-For each seed it runs ``evo run CONFIG`` (both harnesses, same seed and data: the
-config's ``run.harnesses``) into one store, then reads the logs back and reports, per
-harness: held-out strict accuracy of the final main line (mean, spread), the last
-evaluated checkpoint's strict accuracy, training reward, wrong-branch promotions
-(a promoted checkpoint whose held-out strict accuracy, by the oracle labels in the log,
-is below the main line it replaced), diagnoses, promotions and wall time. Everything
-is computed from the logged events (``evo_core.harness.summary``), not from the runner.
+Every cell (flaw, arm, seed) is one ``evo run`` in its own SQLite store under ``--dir``; a cell
+whose store holds a completed run is read, not re-run, and an interrupted one is resumed, so a
+killed suite continues where it stopped. Cells run ``--jobs`` at a time (one torch thread each).
+Every figure is read back from the logs (``evo_core.harness.summary``): test-split figures that
+nothing in the harness read. ``fixed+early-stop`` is the fixed run's own trajectory with the
+checkpoint of best validation accuracy kept (its training is identical: nothing acts on it).
+
+Reported per flaw and arm, as a mean and a 95% t-interval across seeds: test accuracy of the
+main line and of the last checkpoint, hack rate, wrong-branch promotions (test-based, paired
+CI), the step of the first valid diagnosis and of the first promoted repair, how many steps
+before the fixed run's collapse the diagnosis came, and wall time. Then the comparison the claim
+rests on: evolving − fixed+early-stop and evolving − reference, paired by seed, with CIs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
-def run_seed(config: str, seed: int, store_url: str, overrides: list[str], timeout: float) -> tuple[list[str], float, str]:
-    from evo_core.store import open_store
+SUITE = ROOT / "configs" / "suite" / "suite.toml"
+AUDIT_SWEEP = (1.0, 0.1, 0.05, 0.02)
+GOAL = {"test_within": 0.03, "hack_within": 0.02}
 
-    st = open_store(store_url)
-    before = set(st.runs())
-    st.close()
-    cmd = [sys.executable, "-m", "evo_core.cli.app", "run", config, "--store", store_url, "--no-progress",
-           "--set", f"run.seed={seed}"]
-    for o in overrides:
-        cmd += ["--set", o]
+
+# --- the matrix ----------------------------------------------------------------------------
+
+
+def load_suite(path: Path = SUITE) -> dict[str, Any]:
+    with open(path, "rb") as fh:
+        return tomllib.load(fh)
+
+
+def cell_name(flaw: str, arm: str, seed: int, variant: str = "") -> str:
+    return f"{flaw.replace('/', '_')}__{arm.replace('/', '-').replace('+', '-')}{variant}__seed{seed}"
+
+
+def cells(suite: dict[str, Any], flaws: list[str], arms: list[str], seeds: list[int], *, mode: str,
+          audit_sweep: Optional[str], smoke: bool) -> list[dict[str, Any]]:
+    out = []
+    modes = ["cold", "warm"] if mode == "both" else [mode]
+    for flaw in flaws:
+        for seed in seeds:
+            for arm in arms:
+                for m in modes:
+                    if m == "warm" and not arm.startswith("evolving"):
+                        continue
+                    out.append({"flaw": flaw, "arm": arm, "seed": seed, "mode": m, "variant": "-warm" if m == "warm" else "",
+                                "audit": None})
+    if audit_sweep:
+        for seed in seeds:
+            for rate in AUDIT_SWEEP:
+                out.append({"flaw": audit_sweep, "arm": "evolving", "seed": seed, "mode": "cold",
+                            "variant": f"-audit{rate}", "audit": rate})
+    for c in out:
+        c["name"] = cell_name(c["flaw"], c["arm"], c["seed"], c["variant"])
+        f = suite["flaws"][c["flaw"]]
+        c["config"] = str(ROOT / f["config"])
+        c["sets"] = list(suite["defaults"]["set"]) + list(f.get("set", [])) + [
+            f"run.seed={c['seed']}", f"task.options.signal_seed={c['seed']}", "run.threads=1", "run.progress=false"]
+        if smoke:
+            c["sets"] += list(suite["defaults"].get("smoke", [])) + list(f.get("smoke", []))
+        if c["audit"] is not None:
+            c["sets"].append(f"harness.audit.rate={c['audit']}")
+    return out
+
+
+# --- running a cell ------------------------------------------------------------------------
+
+
+def store_url(d: Path, cell: dict[str, Any]) -> str:
+    return f"sqlite:///{(d / (cell['name'] + '.sqlite')).resolve()}"
+
+
+def cell_state(url: str) -> tuple[Optional[str], Optional[str]]:
+    """(run id, status) of the cell's run, or (None, None)."""
+    from evo_core.store import open_store, run_stream
+    from evo_events import RunFinished
+
+    if not Path(url[len("sqlite:///"):]).exists():
+        return None, None
+    st = open_store(url)
+    try:
+        runs = st.runs()
+        if not runs:
+            return None, None
+        rid = runs[0]
+        fin = list(st.events(run_stream(rid), types=[RunFinished.TYPE]))
+        return rid, (fin[-1].status if fin else "running")
+    finally:
+        st.close()
+
+
+def warm_sources(d: Path, cell: dict[str, Any], all_cells: list[dict[str, Any]]) -> list[str]:
+    """Warm mode: skills exported by the cold evolving runs of the *other* flaws, same seed."""
+    return [store_url(d, c) for c in all_cells if c["arm"] == "evolving" and c["mode"] == "cold" and not c["variant"]
+            and c["seed"] == cell["seed"] and c["flaw"] != cell["flaw"]]
+
+
+def run_cell(d: Path, cell: dict[str, Any], all_cells: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
+    url = store_url(d, cell)
+    rid, status = cell_state(url)
+    if status == "completed":
+        return {"name": cell["name"], "ran": False, "status": status}
+    sets = list(cell["sets"])
+    if cell["mode"] == "warm":
+        sets.append("harness.skills_from=" + json.dumps(warm_sources(d, cell, all_cells)))
+    cmd = [sys.executable, "-m", "evo_core.cli.app", "run", cell["config"], "--store", url, "--no-progress",
+           "--harness", cell["arm"]]
+    for s in sets:
+        cmd += ["--set", s]
+    if rid:
+        cmd += ["--resume", rid]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "EVO_NO_PLUGIN_COMMANDS": "1", "EVO_LOG_LEVEL": "WARNING"}
     t0 = time.perf_counter()
-    env = {**os.environ, "EVO_NO_PROGRESS": "1"}
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=timeout, env=env)
     wall = time.perf_counter() - t0
+    out = {"name": cell["name"], "ran": True, "wall_s": wall, "returncode": proc.returncode}
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise SystemExit(f"evo run failed for seed {seed} (exit {proc.returncode}): {' | '.join(tail)}")
-    st = open_store(store_url)
-    new = [r for r in st.runs() if r not in before]
-    st.close()
-    return new, wall, proc.stdout
+        out["error"] = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    return out
 
 
-def finished_runs(store_url: str, seed: int) -> list[str]:
-    """Completed runs of ``seed`` in a store, when both harnesses finished there (else [])."""
-    from evo_core.store import open_store, run_stream
-    from evo_events import RunFinished, RunStarted
-
-    if store_url.startswith("sqlite:///") and not Path(store_url[len("sqlite:///"):]).exists():
-        return []
-    st = open_store(store_url)
-    try:
-        done: dict[str, str] = {}
-        for rid in st.runs():
-            evs = list(st.events(run_stream(rid)))
-            start = evs[0] if evs and isinstance(evs[0], RunStarted) else None
-            fin = [e for e in evs if isinstance(e, RunFinished) and e.status == "completed"]
-            if start is not None and start.seed == seed and fin:
-                done[start.harness_mode] = rid
-    finally:
-        st.close()
-    return list(done.values()) if {"fixed", "evolving"} <= set(done) else []
-
-
-def seed_runs(store_dir: str, seed: int) -> list[tuple[str, str]]:
-    """(store URL, run id) of the finished fixed and evolving runs of ``seed`` in DIR/seed-S.sqlite
-    or DIR/seed-S-*.sqlite (a harness re-run into its own file wins over an earlier one); []
-    unless both harnesses finished."""
-    found: dict[str, tuple[str, str]] = {}
-    files = [Path(store_dir) / f"seed-{seed}.sqlite"] + sorted(Path(store_dir).glob(f"seed-{seed}-*.sqlite"))
-    for f in files:
-        if not f.exists():
-            continue
-        url = f"sqlite:///{f.resolve()}"
-        from evo_core.store import open_store, run_stream
-        from evo_events import RunFinished, RunStarted
-
-        st = open_store(url)
-        try:
-            for rid in st.runs():
-                evs = list(st.events(run_stream(rid)))
-                if evs and isinstance(evs[0], RunStarted) and evs[0].seed == seed and any(
-                        isinstance(e, RunFinished) and e.status == "completed" for e in evs):
-                    found[evs[0].harness_mode] = (url, rid)
-        finally:
-            st.close()
-    return list(found.values()) if {"fixed", "evolving"} <= set(found) else []
+def run_matrix(d: Path, todo: list[dict[str, Any]], all_cells: list[dict[str, Any]], jobs: int, timeout: float,
+               log: Any) -> list[dict[str, Any]]:
+    """Phase 1: one cell per SFT start (it trains and caches the warm start); phase 2: the rest;
+    warm cells last (they read the cold evolving runs' skills)."""
+    keys: dict[tuple[str, int], dict[str, Any]] = {}
+    for c in todo:
+        keys.setdefault((c["flaw"], c["seed"]), c)
+    first = list(keys.values())
+    rest = [c for c in todo if c not in first and c["mode"] == "cold"]
+    warm = [c for c in todo if c["mode"] == "warm" and c not in first]
+    results = []
+    for phase in (first, rest, warm):
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+            for res in ex.map(lambda c: run_cell(d, c, all_cells, timeout), phase):
+                results.append(res)
+                log(f"{res['name']}: {'ran' if res['ran'] else 'read'}"
+                    + (f" in {res['wall_s']:.0f}s" if res.get("wall_s") else "")
+                    + (f" FAILED {res.get('error')}" if res.get("returncode") else ""))
+    return results
 
 
-def read_run(store_url: str, run_id: str, metric: Optional[str]) -> dict[str, Any]:
-    from evo_core.harness.summary import rollout_hedge_rate, summarize_run
+# --- reading and aggregating ---------------------------------------------------------------
+
+
+def read_cell(d: Path, cell: dict[str, Any]) -> Optional[dict[str, Any]]:
+    from evo_core.harness.summary import summarize_run
     from evo_core.store import open_store, run_stream
 
-    st = open_store(store_url)
+    url = store_url(d, cell)
+    rid, status = cell_state(url)
+    if rid is None:
+        return None
+    st = open_store(url)
     try:
-        recs = list(st.read_stream(run_stream(run_id)))
-        events = [r.decode() for r in recs]
+        recs = list(st.read_stream(run_stream(rid)))
+        s = summarize_run(r.decode() for r in recs)
     finally:
         st.close()
-    s = summarize_run(events, metric)
-    s["run_id"] = run_id
-    s["hedge_rate_final"] = rollout_hedge_rate(events)
-    s["wall_s"] = (recs[-1].recorded_at - recs[0].recorded_at) if recs and recs[0].recorded_at else None
-    seed = next((getattr(e, "seed", None) for e in events if type(e).__name__ == "RunStarted"), None)
-    s["seed"] = seed
+    s.update(cell=cell["name"], flaw=cell["flaw"], arm=cell["arm"] + cell["variant"], seed=cell["seed"], mode=cell["mode"],
+             wall_s=(recs[-1].recorded_at - recs[0].recorded_at) if recs and recs[0].recorded_at else None)
     return s
 
 
-def _stats(xs: list[Optional[float]]) -> dict[str, Optional[float]]:
-    xs = [x for x in xs if x is not None]
+def t_ci(xs: list[Optional[float]]) -> dict[str, Any]:
+    from evo_core.harness.stats import t_interval
+
+    xs = [float(x) for x in xs if x is not None]
     if not xs:
-        return {"mean": None, "std": None, "min": None, "max": None}
-    return {"mean": statistics.fmean(xs), "std": statistics.pstdev(xs) if len(xs) > 1 else 0.0, "min": min(xs), "max": max(xs)}
+        return {"mean": None, "ci": None, "n": 0, "values": []}
+    ti = t_interval(xs, 0.95)
+    return {"mean": statistics.fmean(xs), "ci": [ti.lo, ti.hi] if ti else None, "n": len(xs), "values": xs}
+
+
+FIGURES = ("test_main", "test_last", "hack_main", "hack_last", "wrong_branch_promotions", "first_valid_diagnosis_step",
+           "first_repair_step", "collapse_step", "wall_s", "diagnoses", "intervention_promotions")
 
 
 def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    rows = rows + early_stop_rows(rows)
     out: dict[str, Any] = {}
-    for mode in sorted({r["mode"] for r in rows}):
-        rs = [r for r in rows if r["mode"] == mode]
-        out[mode] = {
-            "runs": len(rs),
-            "heldout_strict_final_main": _stats([r["final_main_strict"] for r in rs]),
-            "heldout_strict_last_eval": _stats([r["last_eval_strict"] for r in rs]),
-            "train_reward_final": _stats([r["train_reward_final"] for r in rs]),
-            "hedge_rate_final": _stats([r["hedge_rate_final"] for r in rs]),
-            "wrong_branch_promotions": sum(r["wrong_branch_promotions"] for r in rs),
-            "wrong_branch_promotions_per_seed": [r["wrong_branch_promotions"] for r in rs],
-            "diagnoses": _stats([float(r["diagnoses"]) for r in rs]),
-            "invalid_diagnoses": _stats([float(r["invalid_diagnoses"]) for r in rs]),
-            "intervention_promotions": sum(r["intervention_promotions"] for r in rs),
-            "policy_promotions": sum(r["policy_promotions"] for r in rs),
-            "policy_rejections": sum(r["policy_rejections"] for r in rs),
-            "skills_registered": sum(r["skills_registered"] for r in rs),
-            "wall_s": _stats([r["wall_s"] for r in rs]),
+    for flaw in sorted({r["flaw"] for r in rows}):
+        out[flaw] = {}
+        for arm in sorted({r["arm"] for r in rows if r["flaw"] == flaw}):
+            rs = sorted((r for r in rows if r["flaw"] == flaw and r["arm"] == arm), key=lambda r: r["seed"])
+            out[flaw][arm] = {"seeds": [r["seed"] for r in rs], **{k: t_ci([r.get(k) for r in rs]) for k in FIGURES}}
+        fixed = {r["seed"]: r for r in rows if r["flaw"] == flaw and r["arm"] == "fixed"}
+        evo = {r["seed"]: r for r in rows if r["flaw"] == flaw and r["arm"] == "evolving"}
+        leads = [fixed[s]["collapse_step"] - evo[s]["first_valid_diagnosis_step"] for s in evo
+                 if s in fixed and fixed[s].get("collapse_step") is not None
+                 and evo[s].get("first_valid_diagnosis_step") is not None]
+        if "evolving" in out[flaw]:
+            out[flaw]["evolving"]["diagnosis_lead_over_fixed_collapse"] = t_ci(leads)
+    return out
+
+
+def early_stop_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """fixed+early-stop: the fixed run's trajectory, the best-validation checkpoint kept."""
+    out = []
+    for r in rows:
+        if r["arm"] == "fixed" and not any(x["arm"] == "fixed+early-stop" and x["flaw"] == r["flaw"]
+                                           and x["seed"] == r["seed"] for x in rows):
+            out.append({**r, "arm": "fixed+early-stop", "test_main": r["test_early_stop"], "hack_main": r["hack_early_stop"],
+                        "wrong_branch_promotions": None, "derived_from": r["cell"]})
+    return out
+
+
+def comparisons(rows: list[dict[str, Any]], arm: str = "evolving") -> dict[str, Any]:
+    """Paired by seed: the arm minus each baseline, test accuracy of the main line and hack rate."""
+    rows = rows + early_stop_rows(rows)
+    out: dict[str, Any] = {}
+    for flaw in sorted({r["flaw"] for r in rows}):
+        me = {r["seed"]: r for r in rows if r["flaw"] == flaw and r["arm"] == arm}
+        if not me:
+            continue
+        out[flaw] = {}
+        for base in ("fixed+early-stop", "reference", "fixed"):
+            other = {r["seed"]: r for r in rows if r["flaw"] == flaw and r["arm"] == base}
+            seeds = sorted(set(me) & set(other))
+            acc = t_ci([(me[s]["test_main"] or 0) - (other[s]["test_main"] or 0) for s in seeds])
+            hack = t_ci([(me[s]["hack_main"] or 0) - (other[s]["hack_main"] or 0) for s in seeds])
+            out[flaw][f"{arm} - {base}"] = {"seeds": seeds, "test_main": acc, "hack_main": hack,
+                                            "excludes_0": bool(acc["ci"] and (acc["ci"][0] > 0 or acc["ci"][1] < 0))}
+        ref = out[flaw].get(f"{arm} - reference")
+        es = out[flaw].get(f"{arm} - fixed+early-stop")
+        out[flaw]["goal"] = {
+            "test_at_least_reference_minus_0.03": bool(ref and ref["test_main"]["mean"] is not None
+                                                       and ref["test_main"]["mean"] >= -GOAL["test_within"]),
+            "hack_at_most_reference_plus_0.02": bool(ref and ref["hack_main"]["mean"] is not None
+                                                     and ref["hack_main"]["mean"] <= GOAL["hack_within"]),
+            "above_early_stop_ci_excludes_0": bool(es and es["test_main"]["ci"] and es["test_main"]["ci"][0] > 0),
         }
     return out
 
 
-def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per seed: does the evolving harness end at least as high, with no wrong-branch promotion?"""
-    out = []
-    for seed in sorted({r["seed"] for r in rows}, key=str):
-        f = next((r for r in rows if r["seed"] == seed and r["mode"] == "fixed"), None)
-        e = next((r for r in rows if r["seed"] == seed and r["mode"] == "evolving"), None)
-        if not f or not e:
-            continue
-        out.append({"seed": seed, "fixed_strict": f["final_main_strict"], "evolving_strict": e["final_main_strict"],
-                    "fixed_wrong_branch": f["wrong_branch_promotions"], "evolving_wrong_branch": e["wrong_branch_promotions"],
-                    "hack_shown": f["wrong_branch_promotions"] > 0,
-                    "evolving_at_least_as_high": (e["final_main_strict"] or 0) >= (f["final_main_strict"] or 0),
-                    "evolving_zero_wrong_branch": e["wrong_branch_promotions"] == 0})
+# --- outputs -------------------------------------------------------------------------------
+
+
+def fmt(s: dict[str, Any], digits: int = 3) -> str:
+    if s.get("mean") is None:
+        return "–"
+    if s.get("ci") and s["n"] > 1:
+        half = (s["ci"][1] - s["ci"][0]) / 2
+        return f"{s['mean']:.{digits}f} ± {half:.{digits}f}"
+    return f"{s['mean']:.{digits}f}"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    agg, comp = result["aggregate"], result["comparisons"]
+    lines = [f"Seeds {result['seeds']}, mode {result['mode']}, audit rate {result['audit_rate']}; "
+             f"mean ± 95% CI half-width across seeds; test split (nothing in the harness read it).", "",
+             "| flaw | arm | test acc. (main line) | test acc. (last) | hack rate (main line) | wrong-branch promotions |",
+             "|---|---|---|---|---|---|"]
+    order = ["fixed", "fixed+early-stop", "reference", "evolving", "evolving-warm"]
+    for flaw, arms in agg.items():
+        for arm in sorted(arms, key=lambda a: (order.index(a) if a in order else 99, a)):
+            s = arms[arm]
+            lines.append(f"| {flaw} | {arm} | {fmt(s['test_main'])} | {fmt(s['test_last'])} | {fmt(s['hack_main'])} | "
+                         f"{fmt(s['wrong_branch_promotions'], 1)} |")
+    lines += ["", "| flaw | evolving − fixed+early-stop | evolving − reference | goal met |", "|---|---|---|---|"]
+    for flaw, c in comp.items():
+        es, ref, goal = c.get("evolving - fixed+early-stop"), c.get("evolving - reference"), c["goal"]
+        met = "yes" if all(goal.values()) else "no: " + ", ".join(k for k, v in goal.items() if not v)
+        lines.append(f"| {flaw} | {fmt(es['test_main']) if es else '–'} | {fmt(ref['test_main']) if ref else '–'} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def figure_svg(result: dict[str, Any]) -> str:
+    """Test accuracy of the main line by flaw and arm, with 95% CIs (a self-contained SVG)."""
+    agg = result["aggregate"]
+    arms = [a for a in ("fixed", "fixed+early-stop", "reference", "evolving", "evolving-warm")
+            if any(a in v for v in agg.values())]
+    colours = {"fixed": "#c0392b", "fixed+early-stop": "#e67e22", "reference": "#7f8c8d", "evolving": "#2471a3",
+               "evolving-warm": "#5dade2"}
+    flaws = list(agg)
+    w, h, left, top, bottom = 140 * max(1, len(flaws)) + 80, 320, 50, 30, 60
+    bw = 100 / max(1, len(arms))
+    y = lambda v: top + (1 - v) * (h - top - bottom)  # noqa: E731
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
+             f'<text x="{left}" y="16" font-size="13">Test strict accuracy (main line), mean and 95% CI over seeds '
+             f'{result["seeds"]}</text>']
+    for t in (0.0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<line x1="{left}" x2="{w - 20}" y1="{y(t):.1f}" y2="{y(t):.1f}" stroke="#ddd"/>'
+                     f'<text x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{t:.2f}</text>')
+    for i, flaw in enumerate(flaws):
+        x0 = left + 20 + i * 140
+        parts.append(f'<text x="{x0 + 50}" y="{h - bottom + 16}" text-anchor="middle">{flaw.split("/")[-1]}</text>')
+        for j, arm in enumerate(arms):
+            s = agg[flaw].get(arm, {}).get("test_main") or {}
+            if s.get("mean") is None:
+                continue
+            x = x0 + j * bw
+            parts.append(f'<rect x="{x:.1f}" y="{y(s["mean"]):.1f}" width="{bw - 3:.1f}" height="{y(0) - y(s["mean"]):.1f}" '
+                         f'fill="{colours.get(arm, "#999")}"><title>{arm}: {s["mean"]:.3f}</title></rect>')
+            if s.get("ci"):
+                cx = x + (bw - 3) / 2
+                lo, hi = max(0.0, s["ci"][0]), min(1.0, s["ci"][1])
+                parts.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(lo):.1f}" y2="{y(hi):.1f}" stroke="#222"/>')
+    for j, arm in enumerate(arms):
+        parts.append(f'<rect x="{left + j * 120}" y="{h - 22}" width="10" height="10" fill="{colours.get(arm, "#999")}"/>'
+                     f'<text x="{left + j * 120 + 14}" y="{h - 13}">{arm}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def update_readme(table: str, readme: Path = ROOT / "README.md") -> bool:
+    text = readme.read_text()
+    begin, end = "<!-- suite:begin -->", "<!-- suite:end -->"
+    if begin not in text or end not in text:
+        return False
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    readme.write_text(head + begin + "\n" + table + end + tail)
+    return True
+
+
+def check_splits(suite: dict[str, Any], flaws: list[str], smoke: bool) -> dict[str, Any]:
+    """The three splits of every flaw's task source are disjoint (the smoke asserts this)."""
+    from evo_core.config import load_config
+    from evo_core.plugins import PluginManager
+    from evo_core.run_setup import build_domain, load_splits
+
+    out = {}
+    pm = PluginManager()
+    for flaw in flaws:
+        f = suite["flaws"][flaw]
+        sets = list(suite["defaults"]["set"]) + list(f.get("set", [])) + (list(f.get("smoke", [])) if smoke else [])
+        cfg = load_config(str(ROOT / f["config"]), sets)
+        domain, _ = build_domain(cfg, pm)
+        sp = load_splits(cfg, domain)  # raises when two splits share a task
+        ids = [{t.task_id for t in x} for x in (sp.train, sp.validation, sp.test)]
+        out[flaw] = {"train": len(ids[0]), "validation": len(ids[1]), "test": len(ids[2]),
+                     "disjoint": not (ids[0] & ids[1] or ids[0] & ids[2] or ids[1] & ids[2])}
     return out
+
+
+# --- main ----------------------------------------------------------------------------------
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", action="store_true", help="run the flaw suite (configs/suite/suite.toml)")
+    ap.add_argument("--smoke", action="store_true", help="1 seed, 40 steps, every flaw and arm, small model (CI)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--first-seed", type=int, default=0)
-    ap.add_argument("--config", default="configs/quickstart.toml")
-    ap.add_argument("--store", default=None, help="one store URL for every seed (default: a fresh SQLite file in a temp dir)")
-    ap.add_argument("--store-dir", default=None,
-                    help="one SQLite store per seed, DIR/seed-S.sqlite; a seed whose store already holds finished "
-                         "fixed and evolving runs is read, not re-run")
-    ap.add_argument("--parallel", type=int, default=1, help="seeds to run at once (each in its own store)")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override key=value")
-    ap.add_argument("--metric", default=None, help="held-out metric (default: strict_accuracy)")
-    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per seed")
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--flaws", nargs="*", default=None, help="flaw names (default: all in the suite)")
+    ap.add_argument("--arms", nargs="*", default=None, help="arms (default: the suite's)")
+    ap.add_argument("--ablations", action="store_true", help="also run the ablation arms")
+    ap.add_argument("--mode", choices=("cold", "warm", "both"), default="cold")
+    ap.add_argument("--audit-sweep", default=None, metavar="FLAW", help="also evolving at audit rate 1.0, 0.1, 0.05, 0.02")
+    ap.add_argument("--dir", default=str(ROOT / ".evo" / "suite"), help="one SQLite store per cell (resumable)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=5400.0, help="seconds per cell")
+    ap.add_argument("--read-only", action="store_true", help="aggregate what the stores hold; run nothing")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--out", default=None, help="also write the JSON here")
+    ap.add_argument("--figure", default=None, help="write the SVG figure here")
+    ap.add_argument("--markdown", default=None, help="write the markdown tables here")
+    ap.add_argument("--update-readme", action="store_true", help="rewrite the README's suite table")
+    ap.add_argument("--suite-file", default=str(SUITE))
     args = ap.parse_args(argv)
-    tmp = None
-    if args.store is None:
-        tmp = tempfile.mkdtemp(prefix="evo-evolution-")
-        args.store = f"sqlite:///{tmp}/evolution.sqlite"
-    rows = []
-    t0 = time.perf_counter()
+    if not (args.suite or args.smoke):
+        ap.error("give --suite or --smoke")
+    suite = load_suite(Path(args.suite_file))
+    flaws = args.flaws or list(suite["flaws"])
+    unknown = [f for f in flaws if f not in suite["flaws"]]
+    if unknown:
+        ap.error(f"unknown flaw(s) {unknown}; known: {', '.join(suite['flaws'])}")
+    arms = args.arms or list(suite["defaults"]["arms"])
+    if args.ablations or args.smoke:
+        arms += [a for a in suite["defaults"]["ablations"] if a not in arms]
+    if args.smoke:
+        arms += [a for a in ("fixed+early-stop",) if a not in arms]
+        args.seeds = 1
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    if args.store_dir or args.parallel > 1:
-        args.store_dir = args.store_dir or tempfile.mkdtemp(prefix="evo-evolution-")
-        Path(args.store_dir).mkdir(parents=True, exist_ok=True)
-        urls = {s: f"sqlite:///{Path(args.store_dir).resolve()}/seed-{s}.sqlite" for s in seeds}
-        todo = [s for s in seeds if not seed_runs(args.store_dir, s)]
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as ex:
-            for seed, (runs, wall, _) in zip(todo, ex.map(lambda s: run_seed(args.config, s, urls[s], args.overrides,
-                                                                            args.timeout), todo)):
-                if not args.json:
-                    print(f"seed {seed}: {len(runs)} run(s) in {wall:.0f}s", file=sys.stderr)
-        for s in seeds:
-            for url, run_id in seed_runs(args.store_dir, s):
-                rows.append(read_run(url, run_id, args.metric))
-        args.store = args.store_dir
-    else:
-        for seed in seeds:
-            runs, wall, _ = run_seed(args.config, seed, args.store, args.overrides, args.timeout)
-            if not args.json:
-                print(f"seed {seed}: {len(runs)} run(s) in {wall:.0f}s", file=sys.stderr)
-            for run_id in runs:
-                rows.append(read_run(args.store, run_id, args.metric))
-    result = {"command": "python benchmarks/evolution.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "config": args.config, "overrides": args.overrides, "seeds": seeds,
-              "store": args.store, "total_wall_s": time.perf_counter() - t0,
-              "harnesses": aggregate(rows), "per_seed": verdicts(rows),
-              "runs": [{k: v for k, v in r.items() if k not in ("promoted_interventions",)} for r in rows]}
+    d = Path(args.dir)
+    d.mkdir(parents=True, exist_ok=True)
+    log = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
+    all_cells = cells(suite, flaws, arms, seeds, mode=args.mode, audit_sweep=args.audit_sweep, smoke=args.smoke)
+    t0 = time.perf_counter()
+    ran = [] if args.read_only else run_matrix(d, all_cells, all_cells, args.jobs, args.timeout, log)
+    rows = [r for c in all_cells for r in [read_cell(d, c)] if r is not None]
+    result = {
+        "command": "python benchmarks/evolution.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "suite": str(Path(args.suite_file).relative_to(ROOT)) if Path(args.suite_file).is_relative_to(ROOT) else args.suite_file,
+        "flaws": flaws, "arms": arms, "seeds": seeds, "mode": args.mode, "smoke": args.smoke,
+        "audit_rate": next((s.split("=")[1] for s in suite["defaults"]["set"] if s.startswith("harness.audit.rate")), None),
+        "dir": str(d), "total_wall_s": time.perf_counter() - t0,
+        "splits": check_splits(suite, flaws, args.smoke),
+        "cells": len(all_cells), "cells_read": len(rows), "failed": [r for r in ran if r.get("returncode")],
+        "aggregate": aggregate(rows), "comparisons": comparisons(rows),
+        "audit_sweep": aggregate([r for r in rows if "-audit" in r["arm"]]) if args.audit_sweep else None,
+        "runs": [{k: v for k, v in r.items() if k not in ("diagnosis_kinds",)} for r in rows],
+    }
+    table = markdown(result)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2, default=str))
+    if args.figure:
+        Path(args.figure).write_text(figure_svg(result))
+    if args.markdown:
+        Path(args.markdown).write_text(table)
+    if args.update_readme and not update_readme(table):
+        print("README has no <!-- suite:begin --> / <!-- suite:end --> markers", file=sys.stderr)
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     else:
-        print_table(result)
-    return 0
-
-
-def _fmt(s: dict[str, Optional[float]]) -> str:
-    if s["mean"] is None:
-        return "–"
-    return f"{s['mean']:.3f} ± {s['std']:.3f}"
-
-
-def print_table(result: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    h = result["harnesses"]
-    t = Table(title=f"fixed vs evolving harness, seeds {result['seeds']}")
-    t.add_column("metric")
-    for mode in h:
-        t.add_column(mode)
-    rows = [("held-out strict acc. (final main line)", lambda x: _fmt(x["heldout_strict_final_main"])),
-            ("held-out strict acc. (last checkpoint)", lambda x: _fmt(x["heldout_strict_last_eval"])),
-            ("training reward (end)", lambda x: _fmt(x["train_reward_final"])),
-            ("hedge rate (end)", lambda x: _fmt(x["hedge_rate_final"])),
-            ("wrong-branch promotions", lambda x: f"{x['wrong_branch_promotions']} {x['wrong_branch_promotions_per_seed']}"),
-            ("diagnoses per run", lambda x: _fmt(x["diagnoses"])),
-            ("intervention promotions", lambda x: str(x["intervention_promotions"])),
-            ("policy promotions / rejections", lambda x: f"{x['policy_promotions']} / {x['policy_rejections']}"),
-            ("wall time per run (s)", lambda x: _fmt(x["wall_s"]))]
-    for label, fn in rows:
-        t.add_row(label, *[fn(h[m]) for m in h])
-    Console().print(t)
-    for v in result["per_seed"]:
-        print(json.dumps(v))
+        print(table)
+    return 1 if result["failed"] else 0
 
 
 if __name__ == "__main__":
