@@ -23,8 +23,7 @@ import pytest
 from evo_core.api import Window
 from evo_events import RolloutCompleted
 
-STANDARD_PLUGINS = ("evo_plugins.diagnostics", "evo_plugins.interventions", "evo_plugins.proposers",
-                    "evo_plugins.backtests", "evo_plugins.gates")
+CORE_DISTRIBUTION = "evotrainer"
 
 
 def rollout(i: int = 0, *, step: int = 1, reward: Optional[float] = 1.0, correct: Optional[bool] = None,
@@ -48,15 +47,27 @@ def window(rollouts: Sequence[RolloutCompleted], **kw: Any) -> Window:
     return Window(run_id="r", step=max((r.step for r in rollouts), default=0), rollouts=tuple(rollouts), **kw)
 
 
+def standard_plugins() -> list[str]:
+    """The import paths of the standard library's plugins, as its distribution declares them."""
+    import importlib.metadata as md
+
+    return [ep.value for ep in md.entry_points(group="evo")
+            if getattr(ep, "dist", None) is not None and ep.dist.metadata["Name"] == CORE_DISTRIBUTION]
+
+
 def isolated_plugins(*plugins: Any) -> Any:
-    """A ``PluginManager`` that loads no entry points: the given plugin modules or objects
-    (import paths allowed), or the standard library when none are given."""
+    """A ``PluginManager`` that loads no entry points but the given plugin modules or objects
+    (import paths allowed): the standard library when none are given, and with
+    ``"+standard"`` among them, the standard library too."""
     import importlib
 
     from evo_core.plugins import PluginManager
 
+    wanted = list(plugins) or ["+standard"]
+    if "+standard" in wanted:
+        wanted = [p for p in wanted if p != "+standard"] + standard_plugins()
     pm = PluginManager(load_entrypoints=False)
-    for p in plugins or STANDARD_PLUGINS:
+    for p in wanted:
         mod = importlib.import_module(p) if isinstance(p, str) else p
         pm.register(mod, name=p if isinstance(p, str) else getattr(p, "__name__", None))
     return pm

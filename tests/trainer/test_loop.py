@@ -31,7 +31,7 @@ def _cfg(tmp_path, arm="fixed", **over):
 
 
 def _pm():
-    return isolated_plugins("evo_arithmetic.plugin", *__import__("evo_core.testing").testing.STANDARD_PLUGINS)
+    return isolated_plugins("evo_arithmetic.plugin", "+standard")
 
 
 def _steps(events):
