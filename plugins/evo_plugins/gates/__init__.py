@@ -1,7 +1,8 @@
 """The standard gates (entry point ``evo_gates``).
 
-- ``validity``: vetoes. An active "invalid" diagnosis on the candidate, or a strict-oracle
-  failure, blocks promotion whatever the score. Vetoes outrank every other gate.
+- ``validity``: vetoes. An active "invalid" diagnosis that no active repair targets, or a
+  strict-oracle failure rate on the candidate's audited rollouts, blocks promotion whatever
+  the score. Vetoes outrank every other gate.
 - ``statistical``: an intervention passes only on backtest evidence — no failed backtest,
   at least one decisive pass, and where an online A/B ran, its CI clears ``min_effect``
   and the regression cap holds.
@@ -31,7 +32,10 @@ class ValidityGate:
         reasons: list[str] = []
         figures: dict[str, Any] = {}
         if cand.subject == "policy":
-            invalid = [d for d in ctx.diagnoses if d.severity == "invalid"]
+            # an invalid diagnosis an active repair targets is being dealt with: the candidate's
+            # validation accuracy judges what is left of it; an unaddressed one vetoes
+            repaired = {t for a in ctx.state.interventions.values() for t in a.targets}
+            invalid = [d for d in ctx.diagnoses if d.severity == "invalid" and d.kind not in repaired]
             if invalid:
                 figures["invalid_diagnoses"] = [d.event_id for d in invalid]
                 reasons.append("active invalid diagnoses: " + ", ".join(sorted({f"{d.kind}({d.diagnostic}@{d.diagnostic_version})"

@@ -91,7 +91,7 @@ def digest(ctx: ProposalContext, max_diagnoses: int = 12) -> dict[str, Any]:
               "message": d.message[:200], "evidence_n": len(d.evidence)} for d in list(ctx.diagnoses)[:max_diagnoses]]
     catalogue = [{"name": n, "kind": getattr(iv, "kind", ""), "targets": list(getattr(iv, "targets", ())),
                   "changes": getattr(iv, "changes", ""), "params": dict(getattr(iv, "default_params", {}) or {})}
-                 for n, iv in sorted(ctx.interventions.items()) if not getattr(iv, "prior", False)]
+                 for n, iv in sorted(ctx.interventions.items()) if ctx.config.priors or not getattr(iv, "prior", False)]
     return {"step": ctx.step, "harness_version": ctx.state.harness_version, "diagnoses": diags,
             "active": [{"name": a.name, "params": a.params} for a in ctx.state.interventions.values()],
             "rejected": sorted({e.subject_id for e in ctx.state.ledger if e.decision == "rejected"})[-10:],
