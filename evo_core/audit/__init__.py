@@ -11,12 +11,12 @@ from evo_core.audit.chain import AuditChain, AuditReport, Verification, audit_ru
 from evo_core.audit.errors import AuditError
 from evo_core.audit.events import ReplayCompleted, replay_stream
 from evo_core.audit.index import RunIndex
-from evo_core.audit.replay import ReplayEngine, ReplayResult, replay
+from evo_core.audit.replay import CounterfactualReplay, ReplayResult, replay
 from evo_core.audit.spec import ReplaySpec, parse_spec
 from evo_core.audit.tail import TailFormatter, tail
 
 __all__ = [
     "AuditChain", "AuditReport", "Verification", "audit_run", "build_chain", "AuditError", "ReplayCompleted",
-    "replay_stream", "RunIndex", "ReplayEngine", "ReplayResult", "replay", "ReplaySpec", "parse_spec",
+    "replay_stream", "RunIndex", "CounterfactualReplay", "ReplayResult", "replay", "ReplaySpec", "parse_spec",
     "TailFormatter", "tail",
 ]
