@@ -95,7 +95,6 @@ def main() -> None:
     stream = run_stream(run_id)
 
     from evo_core.audit import audit_run, parse_spec, replay
-    from evo_core.audit.index import RunIndex
     from evo_core.report import build_report
 
     # The last promotion (near the end of the run).

@@ -2,8 +2,9 @@
 
 - ``audit_run(store, run_id, decision_id=None)``: the evidence chain behind promotions,
   with the hash chain of everything shown verified, and whether each prediction held.
-- ``replay(store, run_id, spec, pm, find_bad=False)``: rerun other diagnostics/gates over
-  the recorded evidence; results go to their own ``replay-<run>-<id>`` stream.
+- ``replay(store, run_id, spec, pm, find_bad=False)``: the harness engine again over the
+  recorded evidence, with other diagnostics/gates (none: a reproduction check); results go
+  to their own ``replay-<run>-<id>`` stream.
 - ``tail(store, run_id, console)``: follow a live run.
 """
 

@@ -33,171 +33,32 @@ import structlog
 
 import evo_core
 from evo_events import (
-    BacktestFailed,
-    BacktestPassed,
     EvalCompleted,
     Event,
     FailureDiagnosed,
     HarnessPassCompleted,
-    InterventionProposed,
-    InterventionReverted,
     PluginFailed,
-    PolicyUpdated,
-    Promoted,
-    Rejected,
     RolloutCompleted,
     RunFinished,
     RunResumed,
     RunStarted,
-    SkillRegistered,
-    SkillRetired,
     StepCompleted,
 )
-from evo_core.api import BacktestOutcome
-from evo_core.harness import Catalog, HarnessConfig, HarnessConfigError, HarnessEngine, PassInput, RecordedBacktests
+from evo_core.harness import Catalog, HarnessConfig, HarnessConfigError, HarnessEngine, PassInput
 from evo_core.harness.decisions import ENGINE_VERSION
-from evo_core.harness.ports import Snapshot
 from evo_core.harness.window import EvidenceWindow
 from evo_core.state import HarnessState, apply, fold
 from evo_core.store import put_json
-from evo_core.trainer.step_events import TRAINER
 
 from evo_core.audit.errors import AuditError
 from evo_core.audit.events import AUDIT_EMITTER, ReplayCompleted, replay_stream
 from evo_core.audit.index import RunIndex
+from evo_core.audit.recorded import is_trainers, recorded_stand_ins
 from evo_core.audit.replay_diff import IdMap, decisions, diagnosis_keys, first_difference, flips
+from evo_core.audit.replay_result import CFinding, ReplayedPass, ReplayResult
 from evo_core.audit.spec import DiagnosticItem, ReplaySpec
 
 log = structlog.get_logger("evo.replay")
-
-# What the harness writes; any other event (and anything the trainer emitted) is the trajectory.
-_HARNESS_TYPES = (FailureDiagnosed, InterventionProposed, BacktestPassed, BacktestFailed, Promoted, Rejected,
-                  InterventionReverted, SkillRegistered, SkillRetired, HarnessPassCompleted, PluginFailed)
-
-
-def is_trainers(ev: Event) -> bool:
-    """Whether ``ev`` is part of the recorded trajectory (the trainer's) rather than a harness
-    decision. Logs written before emitters were set are told apart by event type."""
-    if ev.emitted_by.name == TRAINER.name:
-        return True
-    if isinstance(ev, PolicyUpdated):
-        return ev.target != "restore"  # a restore is the harness's decision
-    return not isinstance(ev, _HARNESS_TYPES)
-
-
-# --- what stands in for the trainer -------------------------------------------------------------
-
-
-def outcome_of(ev: BacktestPassed | BacktestFailed) -> BacktestOutcome:
-    """A logged backtest event as the outcome its backtester returned."""
-    figures = dict(ev.figures)
-    name = str(figures.pop("backtester", ev.emitted_by.name))
-    passed = True if isinstance(ev, BacktestPassed) else None if figures.get("decision") == "none" else False
-    if figures.get("decision") == {True: "pass", False: "fail", None: "none"}[passed]:
-        figures.pop("decision")  # the engine's default; it adds it back when it logs the outcome
-    return BacktestOutcome(backtester=name, mode=ev.mode, passed=passed, figures=figures,
-                           ci=tuple(ev.ci) if ev.ci is not None else None, n=ev.n, reasons=ev.reasons,
-                           evidence=ev.evidence, version=ev.emitted_by.version)
-
-
-def recorded_stand_ins(index: RunIndex) -> RecordedBacktests:
-    """The run's backtest outcomes by (step, proposal fingerprint, backtester), and the
-    main-line snapshots its policy promotions persisted by (step, policy version)."""
-    fingerprints: dict[str, str] = {}
-    outcomes: dict[tuple[int, str, str], BacktestOutcome] = {}
-    snapshots: dict[tuple[int, int], Snapshot] = {}
-    for _, ev in index.of_type(InterventionProposed.TYPE, BacktestPassed.TYPE, BacktestFailed.TYPE, Promoted.TYPE):
-        if isinstance(ev, InterventionProposed):
-            fingerprints[ev.event_id] = ev.fingerprint
-        elif isinstance(ev, (BacktestPassed, BacktestFailed)):
-            fp = fingerprints.get(ev.proposal_id)
-            if fp:
-                o = outcome_of(ev)
-                outcomes[(ev.step, fp, o.backtester)] = o
-        elif isinstance(ev, Promoted) and ev.subject == "policy" and ev.checkpoint is not None:
-            try:
-                version = int(ev.subject_id)
-            except ValueError:
-                continue
-            snapshots[(ev.step, version)] = Snapshot(ev.checkpoint, ev.digest, version)
-    return RecordedBacktests(outcomes, snapshots)
-
-
-# --- results ---------------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class CFinding:
-    step: int
-    kind: str
-    severity: str
-    diagnostic: str
-    n_evidence: int
-    value: Any = None
-
-    @classmethod
-    def of(cls, d: FailureDiagnosed) -> "CFinding":
-        st = dict(d.stats or {})
-        return cls(d.step, d.kind, d.severity, d.diagnostic, len(d.evidence), st.get("value", st.get("rate")))
-
-    def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.define
-class ReplayedPass:
-    """One step's harness work: what the replayed engine emitted, and what the run logged."""
-
-    step: int
-    replayed: list[Event]
-    recorded: list[Event] = attrs.Factory(list)
-
-
-@attrs.frozen
-class ReplayResult:
-    run_id: str
-    replay_id: str
-    stream: Optional[str]
-    spec: ReplaySpec
-    plugin_versions: dict[str, str]
-    window_steps: int
-    every: int
-    passes: int  # diagnostic passes the replayed engine ran
-    events_scanned: int
-    findings: list[CFinding]
-    appeared: list[dict[str, Any]]
-    vanished: list[dict[str, Any]]
-    flips: list[dict[str, Any]]
-    bad_promotions: list[dict[str, Any]] = attrs.Factory(list)
-    failures: list[str] = attrs.Factory(list)
-    notes: list[str] = attrs.Factory(list)
-    divergences: list[dict[str, Any]] = attrs.Factory(list)  # passes whose events differ from the log's
-    decisions: dict[str, int] = attrs.Factory(dict)  # recorded / replayed decision counts
-    timings: dict[str, float] = attrs.Factory(dict)  # total_s, and engine_s inside the harness's passes
-    steps: list[ReplayedPass] = attrs.field(factory=list, repr=False)  # every pass, both sides
-
-    @property
-    def reproduced(self) -> bool:
-        """Every pass emitted the recorded events (apart from event ids)."""
-        return not self.divergences
-
-    def summary(self) -> dict[str, Any]:
-        out = {"passes": self.passes, "events_scanned": self.events_scanned, "findings": len(self.findings),
-               "appeared": len(self.appeared), "vanished": len(self.vanished), "flips": len(self.flips),
-               "plugin_failures": len(self.failures), "divergent_passes": len(self.divergences), **self.decisions}
-        if self.bad_promotions:
-            out["bad_promotions"] = len(self.bad_promotions)
-            out["caught"] = sum(1 for b in self.bad_promotions if b["blocked"])
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "replay_id": self.replay_id, "stream": self.stream, "spec": self.spec.to_dict(),
-                "plugin_versions": self.plugin_versions, "window_steps": self.window_steps, "every": self.every,
-                "summary": self.summary(), "reproduced": self.reproduced, "appeared": self.appeared,
-                "vanished": self.vanished, "flips": self.flips, "bad_promotions": self.bad_promotions,
-                "divergences": self.divergences, "failures": self.failures, "notes": self.notes,
-                "timings": self.timings}
-
 
 # --- the replay ------------------------------------------------------------------------------------
 
@@ -416,7 +277,7 @@ class CounterfactualReplay:
             len(self.index.records), [CFinding.of(e) for e in replayed_events if isinstance(e, FailureDiagnosed)],
             appeared, vanished, flipped, bad, failures, notes, divergences,
             {"recorded_decisions": len(recorded_decisions), "replayed_decisions": len(replayed_decisions)},
-            {"total_s": round(time.perf_counter() - t0, 3), "engine_s": round(engine_s, 3)}, passes)
+            {"total_s": round(time.perf_counter() - t0, 3), "engine_s": round(engine_s, 3)}, find_bad, passes)
         if write:
             result = attrs.evolve(result, stream=self._write(result, find_bad))
         return result

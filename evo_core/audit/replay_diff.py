@@ -88,7 +88,7 @@ def _why_absent(rec: Decision, diagnoses: Mapping[str, FailureDiagnosed], vanish
     if rec.event.subject == "policy":
         return [f"the replayed harness ran no policy gate on this checkpoint at step {step}"]
     triggers = [diagnoses[c] for c in (rec.proposal.caused_by if rec.proposal else ()) if c in diagnoses]
-    keys = [(d.diagnostic, d.step, d.kind) for d in triggers]
+    keys = list(dict.fromkeys((d.diagnostic, d.step, d.kind) for d in triggers))
     if keys and all(k in vanished for k in keys):
         return ["every diagnosis behind the proposal vanishes: " + ", ".join(f"{k}@{s}" for _, s, k in keys)]
     return [f"the replayed harness made no such proposal at step {step}"]

@@ -25,7 +25,7 @@ def test_policy_gate_replay_follows_its_own_main_line(tmp_path):
     strict = {e.step: strict_metric(e) for e in events
               if isinstance(e, EvalCompleted) and e.split == "validation" and e.branch == "main"}
     recorded = [e for e in events if isinstance(e, (Promoted, Rejected)) and e.subject == "policy"]
-    replayed = [e for p in res.steps for e in p.replayed if isinstance(e, (Promoted, Rejected)) and e.subject == "policy"]
+    replayed = [e for p in res.pass_events for e in p.replayed if isinstance(e, (Promoted, Rejected)) and e.subject == "policy"]
     assert [e.step for e in replayed] == [e.step for e in recorded] == sorted(s for s in strict if s > 0)
     assert all(isinstance(e, Promoted) for e in recorded)  # the training reward kept rising
 

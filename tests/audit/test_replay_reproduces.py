@@ -75,9 +75,9 @@ def check_reproduced(store: Any, run_id: str) -> list[Event]:
     events = list(store.events(run_stream(run_id)))
     res = replay(store, run_id, parse_spec([]), replay_plugins(), write=False)
     recorded = recorded_passes(events)
-    assert [p.step for p in res.steps] == [p[-1].step for p in recorded]
+    assert [p.step for p in res.pass_events] == [p[-1].step for p in recorded]
     flat_rec = [e for p in recorded for e in p]
-    flat_rep = [e for p in res.steps for e in p.replayed]
+    flat_rep = [e for p in res.pass_events for e in p.replayed]
     assert_same(flat_rec, flat_rep)
     assert res.reproduced and res.divergences == []
     assert res.flips == [] and res.appeared == [] and res.vanished == []
@@ -118,7 +118,7 @@ def test_a_changed_event_is_a_divergence(tmp_path):
     store = open_store("memory://")
     run_id = sim_run(store, tmp_path, arm="fixed", steps=20, seed=5)
     res = replay(store, run_id, parse_spec([]), replay_plugins(), write=False)
-    p = next(p for p in res.steps if any(isinstance(e, Promoted) for e in p.replayed))
+    p = next(p for p in res.pass_events if any(isinstance(e, Promoted) for e in p.replayed))
     i = next(i for i, e in enumerate(p.replayed) if isinstance(e, Promoted))
     changed = list(p.replayed)
     changed[i] = attrs.evolve(changed[i], figures={**changed[i].figures, "train_reward": -1.0})
