@@ -143,7 +143,7 @@ def main() -> None:
         "counterfactual_engine_share": round(engine_s / cf_s, 3),
         "replay_overhead_ratio": round(overhead, 3),
         "counterfactual_passes": res.passes,
-        "counterfactual_steps": len(res.steps),
+        "counterfactual_steps": len(res.pass_events),
         "counterfactual_decisions": res.decisions.get("replayed_decisions"),
         "counterfactual_findings": len(res.findings),
         "report_s": round(report_s, 1),

@@ -271,13 +271,16 @@ class CounterfactualReplay:
         failures = [f"{e.plugin} {e.hook} at step {e.step}: {e.error_type}: {e.message}"
                     for e in replayed_events if isinstance(e, PluginFailed)]
         result = ReplayResult(
-            self.run_id, replay_id or uuid.uuid4().hex[:12], None, self.spec, self._versions(engine.config),
-            cfg.window_steps, cfg.diagnose_every,
-            sum(1 for e in replayed_events if isinstance(e, HarnessPassCompleted) and e.diagnosed),
-            len(self.index.records), [CFinding.of(e) for e in replayed_events if isinstance(e, FailureDiagnosed)],
-            appeared, vanished, flipped, bad, failures, notes, divergences,
-            {"recorded_decisions": len(recorded_decisions), "replayed_decisions": len(replayed_decisions)},
-            {"total_s": round(time.perf_counter() - t0, 3), "engine_s": round(engine_s, 3)}, find_bad, passes)
+            run_id=self.run_id, replay_id=replay_id or uuid.uuid4().hex[:12], stream=None, spec=self.spec,
+            plugin_versions=self._versions(engine.config), window_steps=cfg.window_steps, every=cfg.diagnose_every,
+            passes=sum(1 for e in replayed_events if isinstance(e, HarnessPassCompleted) and e.diagnosed),
+            events_scanned=len(self.index.records),
+            findings=[CFinding.of(e) for e in replayed_events if isinstance(e, FailureDiagnosed)],
+            appeared=appeared, vanished=vanished, flips=flipped, bad_promotions=bad, failures=failures, notes=notes,
+            divergences=divergences,
+            decisions={"recorded_decisions": len(recorded_decisions), "replayed_decisions": len(replayed_decisions)},
+            timings={"total_s": round(time.perf_counter() - t0, 3), "engine_s": round(engine_s, 3)},
+            find_bad=find_bad, pass_events=passes)
         if write:
             result = attrs.evolve(result, stream=self._write(result, find_bad))
         return result
