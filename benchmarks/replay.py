@@ -6,10 +6,19 @@ Prints one JSON object:
 - ``audit_s``: ``audit_run`` of the last promotion, from scratch (reads the stream, walks
   the chain, verifies the hash chain from the first event shown to the head, checks the
   outcome). Target ≤ 1 s.
-- ``counterfactual_events_per_s``: a counterfactual replay of one cheap diagnostic over
-  the whole run (every event decoded, windows rebuilt, a pass every 5 steps).
+- ``counterfactual_events_per_s``: a counterfactual replay over the whole run: the harness
+  engine (the standard plugins, the run's own ``[harness]`` config plus one cheap diagnostic)
+  runs one pass per step as the live loop does (every event decoded and folded, the window
+  rebuilt, diagnostics every 5 steps and at each eval, the policy gate at each eval, the
+  proposals the diagnoses lead to), and its events are compared with the recorded ones.
 - ``scan_events_per_s``: a plain scan of the same events (read + decode each one).
-- ``counterfactual_ratio``: the two rates' ratio. Target ≥ 0.3.
+- ``counterfactual_ratio``: the two rates' ratio (the replay's whole cost, the harness's own
+  work included).
+- ``counterfactual_engine_share``: the share of the replay spent inside the engine's passes:
+  the work the live harness did at every step of the run, repeated.
+- ``replay_overhead_ratio``: the scan rate over the rate of everything else the replay does
+  (decode, fold, windows, comparing the passes): events / (replay s − engine s), divided by
+  the scan rate. Target ≥ 0.3: replay itself costs no more than a few scans of the log.
 - ``report_s``, ``report_bytes``: ``evo report`` of the same run (targets < 60 s, < 10 MB).
 Ratios come from one process on one machine; absolute figures depend on the machine.
 """
@@ -28,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evo_core.api import Finding  # noqa: E402
 from evo_core.hookspecs import hookimpl  # noqa: E402
-from evo_core.plugins import PluginManager  # noqa: E402
+from evo_core.testing import isolated_plugins  # noqa: E402
 from evo_core.store import open_store, run_stream  # noqa: E402
 from evo_core.synthetic import iter_run_batches  # noqa: E402
 
@@ -86,7 +95,6 @@ def main() -> None:
     stream = run_stream(run_id)
 
     from evo_core.audit import audit_run, parse_spec, replay
-    from evo_core.audit.index import RunIndex
     from evo_core.report import build_report
 
     # The last promotion (near the end of the run).
@@ -107,11 +115,13 @@ def main() -> None:
         k += 1
     scan_s = time.time() - t
 
-    pm = PluginManager(load_entrypoints=False)
+    pm = isolated_plugins()  # the standard library, as a run would have it
     pm.register(_Plugin(), "bench")
     t = time.time()
     res = replay(store, run_id, parse_spec(["bench_hedge_rate"]), pm, write=False)
     cf_s = time.time() - t
+    engine_s = res.timings["engine_s"]
+    overhead = (res.events_scanned / max(cf_s - engine_s, 1e-9)) / (k / scan_s)
 
     out_dir = tempfile.mkdtemp(prefix="evo-report-")
     t = time.time()
@@ -130,11 +140,15 @@ def main() -> None:
         "scan_events_per_s": round(k / scan_s),
         "counterfactual_events_per_s": round(res.events_scanned / cf_s),
         "counterfactual_ratio": round((res.events_scanned / cf_s) / (k / scan_s), 3),
+        "counterfactual_engine_share": round(engine_s / cf_s, 3),
+        "replay_overhead_ratio": round(overhead, 3),
         "counterfactual_passes": res.passes,
+        "counterfactual_steps": len(res.pass_events),
+        "counterfactual_decisions": res.decisions.get("replayed_decisions"),
         "counterfactual_findings": len(res.findings),
         "report_s": round(report_s, 1),
         "report_bytes": size,
-        "targets_met": {"audit_s<=1": audit_s <= 1.0, "counterfactual_ratio>=0.3": (res.events_scanned / cf_s) / (k / scan_s) >= 0.3,
+        "targets_met": {"audit_s<=1": audit_s <= 1.0, "replay_overhead_ratio>=0.3": overhead >= 0.3,
                         "report_s<60": report_s < 60, "report_bytes<10MB": size < 10_000_000},
         "cpu": os.cpu_count(),
     }

@@ -13,7 +13,6 @@ were gated, and which diagnoses are in force. A resumed harness is exactly this 
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Iterable, Optional
 
 import attrs
@@ -151,7 +150,17 @@ class HarnessState:
         return _conv.structure(data, cls)
 
     def copy(self) -> "HarnessState":
-        return copy.deepcopy(self)
+        """A copy that ``apply`` (and a pass's working state) can change without touching this
+        one. It copies the containers and the records ``apply`` changes in place (the main
+        line, skills), and shares the rest, which is only ever replaced: a ``deepcopy`` costs
+        the whole ledger on every pass, so a long run (or its replay) would slow step by step."""
+        return attrs.evolve(
+            self, main=attrs.evolve(self.main), diagnostics=dict(self.diagnostics), interventions=dict(self.interventions),
+            gate_config=dict(self.gate_config), skills={k: attrs.evolve(v) for k, v in self.skills.items()},
+            ledger=list(self.ledger), proposals=dict(self.proposals), diagnosis_counts=dict(self.diagnosis_counts),
+            rejected=dict(self.rejected), rejected_families=dict(self.rejected_families),
+            active_diagnoses=list(self.active_diagnoses), gated_evals=list(self.gated_evals),
+            pending_diagnoses=dict(self.pending_diagnoses))
 
 
 _conv = cattrs.Converter()

@@ -6,7 +6,7 @@ from collections import Counter
 
 from rich.console import Console
 
-from evo_core.audit.replay import ReplayResult
+from evo_core.audit.replay_result import ReplayResult
 
 SHOW = 25  # rows per list on the terminal; --json has them all
 
@@ -20,10 +20,18 @@ def _rows(out: Console, rows: list, fmt) -> None:
 
 def render_replay(res: ReplayResult, out: Console) -> None:
     s = res.summary()
-    out.print(f"[bold]replay of run {res.run_id}[/] with {' ; '.join(res.spec.text) or 'the later harness'}")
-    out.print(f"  plugins: " + ", ".join(f"{k} {v}" for k, v in res.plugin_versions.items()))
+    with_ = ' ; '.join(res.spec.text) or ("the later harness" if res.find_bad else "its own harness")
+    out.print(f"[bold]replay of run {res.run_id}[/] with {with_}")
+    out.print("  plugins: " + ", ".join(f"{k} {v}" for k, v in res.plugin_versions.items()))
     out.print(f"  {s['events_scanned']:,} events, {s['passes']} diagnostic passes (every {res.every} steps, "
-              f"window {res.window_steps} steps), {s['findings']} findings")
+              f"window {res.window_steps} steps), {s['findings']} findings; decisions: "
+              f"{s.get('recorded_decisions', 0)} recorded, {s.get('replayed_decisions', 0)} replayed")
+    if res.reproduced:
+        out.print("  [green]harness events reproduced exactly[/] (every pass, apart from event ids)")
+    else:
+        first = res.divergences[0]
+        out.print(f"  harness events differ at {len(res.divergences)} passes; first at step {first['step']}: "
+                  f"{first['difference']}")
     for note in res.notes:
         out.print(f"  [yellow]note:[/] {note}")
     for f in res.failures[:5]:
@@ -36,9 +44,10 @@ def render_replay(res: ReplayResult, out: Console) -> None:
     out.print(f"  [bold]diagnoses that vanish:[/] {len(res.vanished)}")
     _rows(out, res.vanished, lambda v: f"[red]-[/] step {v['step']} {v['kind']} by {v['diagnostic']}")
     out.print(f"  [bold]decisions that flip:[/] {len(res.flips)}")
-    _rows(out, res.flips, lambda f: f"step {f['step']} {f['subject']} {f['subject_id'][:12]} (decision {f['decision_id'][:12]}): "
-                                      f"{f['recorded']} → [bold]{f['would']}[/] — {'; '.join(f['reasons'])}")
-    if res.bad_promotions or "bad_promotions" in s:
+    _rows(out, res.flips, lambda f: f"step {f['step']} {f['subject']} {f['subject_id'][:12]} "
+                                      + (f"(decision {f['decision_id'][:12]})" if f["decision_id"] else "(replay only)")
+                                      + f": {f['recorded']} → [bold]{f['would']}[/] — {'; '.join(f['reasons'])}")
+    if res.find_bad:
         caught = [b for b in res.bad_promotions if b["verdict"] == "caught"]
         missed = [b for b in res.bad_promotions if b["verdict"] == "missed"]
         alarms = [b for b in res.bad_promotions if b["verdict"] == "false alarm"]

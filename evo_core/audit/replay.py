@@ -1,561 +1,321 @@
-"""Counterfactual replay: re-run other diagnostics and gates over a run's recorded evidence.
+"""Counterfactual replay: the live harness engine, run again over a run's recorded evidence.
 
-One pass over the run's stream rebuilds the evidence window exactly as the harness saw
-it (``EvidenceWindow``: the last ``window_steps`` steps of rollouts, step metrics, evals)
-and, every ``diagnose_every`` steps, evaluates the SPEC's diagnostics on it. The findings
-are compared with the diagnoses the run recorded, and every recorded decision is
-re-judged:
+For each step of the run the replay does what the run loop did before committing it: it
+folds the step's trainer events (everything the trainer logged up to the step's harness
+work) into the replay's own ``HarnessState``, adds the step's rollouts and evaluations to
+an ``EvidenceWindow``, and calls ``HarnessEngine.run_pass`` — the live engine, with the run's
+``[harness]`` table overlaid with the SPEC (``ReplaySpec.overlay``), and with the run's
+recorded online backtests and main-line snapshots standing in for the trainer
+(``RecordedBacktests``). The pass's events are folded into the replay's state; the recorded
+harness events never are. So the trajectory (rollouts, evaluations, weights) stays the one
+the run recorded, while the decisions are the replayed harness's own, and its later passes
+see its own ledger, interventions and main line.
 
-- a proposal whose triggering diagnoses all vanish would not have been made;
-- a new ``invalid`` finding the candidate does not target blocks its promotion (the
-  validity rule: validity vetoes outrank score);
-- SPEC gates re-decide each recorded decision on the recorded proposal, backtests and
-  the counterfactual diagnoses.
+The replayed decisions are then compared with the recorded ones (``replay_diff``):
+diagnoses that appear or vanish, decisions that flip, and each pass's events against the
+recorded ones. A replay with the run's own harness (an empty SPEC) reproduces the run's
+harness events exactly, apart from event ids.
 
-Replay reads the source run only. Results go to a separate stream
-``replay-<run>-<id>`` (see ``evo_core.audit.events``).
+Replay reads the source run only. Results go to a separate stream ``replay-<run>-<id>``
+(see ``evo_core.audit.events``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import inspect
+import itertools
+import time
 import uuid
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Optional
 
 import attrs
 import structlog
 
 import evo_core
 from evo_events import (
-    BacktestFailed,
-    BacktestPassed,
     EvalCompleted,
     Event,
     FailureDiagnosed,
-    InterventionProposed,
-    Promoted,
-    Rejected,
+    HarnessPassCompleted,
+    PluginFailed,
     RolloutCompleted,
+    RunFinished,
+    RunResumed,
     RunStarted,
     StepCompleted,
 )
-from evo_core.api import Finding
-from evo_core.harness.config import HarnessConfig, HarnessConfigError
-from evo_core.harness.specs import SpecError, evaluate_spec, validate_spec
+from evo_core.harness import Catalog, HarnessConfig, HarnessConfigError, HarnessEngine, PassInput
+from evo_core.harness.decisions import ENGINE_VERSION
 from evo_core.harness.window import EvidenceWindow
-from evo_core.state import HarnessState, apply
+from evo_core.state import HarnessState, apply, fold
 from evo_core.store import put_json
 
 from evo_core.audit.errors import AuditError
 from evo_core.audit.events import AUDIT_EMITTER, ReplayCompleted, replay_stream
 from evo_core.audit.index import RunIndex
-from evo_core.audit.spec import DiagnosticItem, GateItem, ReplaySpec
+from evo_core.audit.recorded import is_trainers, recorded_stand_ins
+from evo_core.audit.replay_diff import IdMap, decisions, diagnosis_keys, first_difference, flips
+from evo_core.audit.replay_result import CFinding, ReplayedPass, ReplayResult
+from evo_core.audit.spec import DiagnosticItem, ReplaySpec
 
 log = structlog.get_logger("evo.replay")
 
-_DECISION_STEP_TYPES = (FailureDiagnosed.TYPE, InterventionProposed.TYPE, BacktestPassed.TYPE, BacktestFailed.TYPE,
-                        Promoted.TYPE, Rejected.TYPE)
+# --- the replay ------------------------------------------------------------------------------------
 
 
-# --- resolved diagnostics -----------------------------------------------------------------
+@attrs.define
+class _Batch:
+    """A step's trainer events as the loop handed them to the harness."""
 
-
-@attrs.frozen
-class SpecDiagnostic:
-    """A data-only diagnostic (``evo_core.harness.specs``) behind the ``Diagnostic`` protocol."""
-
-    name: str
-    spec: dict[str, Any]
-    version: str = "spec"
-    default_params: Mapping[str, Any] = attrs.Factory(dict)
-
-    def evaluate(self, window: Any, params: Mapping[str, Any]) -> list[Finding]:
-        res = evaluate_spec(self.spec, window.rollouts)
-        if not res.fired:
-            return []
-        return [Finding(kind=str(self.spec.get("kind", self.name)), severity=str(self.spec.get("severity", "warning")),
-                        evidence=res.evidence, stats=res.stats)]
-
-
-@attrs.frozen
-class Resolved:
-    name: str
-    version: str
-    params: dict[str, Any]
-    impl: Any
-
-
-def _installed(pm: Any, getter: str) -> dict[str, Any]:
-    return getattr(pm, getter)()
-
-
-def resolve_diagnostics(items: Sequence[DiagnosticItem], pm: Any, base: Mapping[str, Mapping[str, Any]]) -> tuple[list[Resolved], set[str]]:
-    """SPEC diagnostic items → runnable diagnostics, and the names the SPEC touches (incl. drops)."""
-    installed = _installed(pm, "diagnostics")
-    touched: set[str] = set()
-    out: dict[str, Resolved] = {}
-    for it in items:
-        touched.add(it.name)
-        if it.drop:
-            out.pop(it.name, None)
-            continue
-        if it.spec is not None:
-            try:
-                validate_spec(it.spec)
-            except SpecError as exc:
-                raise AuditError(f"SPEC {it.source or it.name}: bad diagnostic spec: {exc}") from None
-            out[it.name] = Resolved(it.name, it.version or "spec", dict(it.params), SpecDiagnostic(it.name, it.spec, it.version or "spec"))
-            continue
-        impl = installed.get(it.name)
-        if impl is None:
-            have = ", ".join(sorted(installed)) or "none"
-            raise AuditError(f"SPEC names diagnostic {it.name!r}, which no installed plugin provides (installed: {have})")
-        if it.version is not None and str(impl.version) != it.version:
-            raise AuditError(f"SPEC asks for diagnostic {it.name!r} version {it.version}, but version {impl.version} is installed")
-        params = {**dict(getattr(impl, "default_params", {}) or {}), **dict(base.get(it.name) or {}), **it.params}
-        params.pop("version", None)
-        params.pop("spec", None)
-        out[it.name] = Resolved(it.name, str(impl.version), params, impl)
-    return list(out.values()), touched
-
-
-def resolve_gates(items: Sequence[GateItem], pm: Any, base: Mapping[str, Mapping[str, Any]]) -> list[Resolved]:
-    installed = _installed(pm, "gates")
-    out = []
-    for it in items:
-        impl = installed.get(it.name)
-        if impl is None:
-            have = ", ".join(sorted(installed)) or "none"
-            raise AuditError(f"SPEC names gate {it.name!r}, which no installed plugin provides (installed: {have})")
-        if it.version is not None and str(impl.version) != it.version:
-            raise AuditError(f"SPEC asks for gate {it.name!r} version {it.version}, but version {impl.version} is installed")
-        params = {**dict(getattr(impl, "default_params", {}) or {}), **dict(base.get(it.name) or {}), **it.params}
-        out.append(Resolved(it.name, str(impl.version), params, impl))
-    return out
-
-
-# --- results --------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class CFinding:
     step: int
-    kind: str
-    severity: str
-    diagnostic: str
-    n_evidence: int
-    value: Any = None
+    rollouts: list[RolloutCompleted] = attrs.Factory(list)
+    step_event: Optional[StepCompleted] = None
+    evals: list[EvalCompleted] = attrs.Factory(list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
-class RecordedDecision:
-    event_id: str
-    decision: str  # promoted | rejected
-    subject: str
-    subject_id: str
-    step: int
-    gate: str
-    index: int
-    targets: tuple[str, ...]
-    triggers: tuple[tuple[str, int, str], ...]  # (diagnostic, step, kind) of the diagnoses behind the proposal
-    proposal: Optional[InterventionProposed] = None
-    backtests: tuple[Event, ...] = ()
-    state: Optional[HarnessState] = None
+    def ended_by(self, ev: Event) -> bool:
+        if isinstance(ev, (RolloutCompleted, StepCompleted)):
+            return ev.step != self.step or self.step_event is not None
+        return isinstance(ev, (RunStarted, RunResumed, RunFinished))
 
 
-@attrs.frozen
-class ReplayResult:
-    run_id: str
-    replay_id: str
-    stream: Optional[str]
-    spec: ReplaySpec
-    plugin_versions: dict[str, str]
-    window_steps: int
-    every: int
-    passes: int
-    events_scanned: int
-    findings: list[CFinding]
-    appeared: list[dict[str, Any]]
-    vanished: list[dict[str, Any]]
-    flips: list[dict[str, Any]]
-    bad_promotions: list[dict[str, Any]] = attrs.Factory(list)
-    failures: list[str] = attrs.Factory(list)
-    notes: list[str] = attrs.Factory(list)
-
-    def summary(self) -> dict[str, Any]:
-        out = {"passes": self.passes, "events_scanned": self.events_scanned, "findings": len(self.findings),
-               "appeared": len(self.appeared), "vanished": len(self.vanished), "flips": len(self.flips),
-               "plugin_failures": len(self.failures)}
-        if self.bad_promotions:
-            out["bad_promotions"] = len(self.bad_promotions)
-            out["caught"] = sum(1 for b in self.bad_promotions if b["blocked"])
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "replay_id": self.replay_id, "stream": self.stream, "spec": self.spec.to_dict(),
-                "plugin_versions": self.plugin_versions, "window_steps": self.window_steps, "every": self.every,
-                "summary": self.summary(), "appeared": self.appeared, "vanished": self.vanished, "flips": self.flips,
-                "bad_promotions": self.bad_promotions, "failures": self.failures, "notes": self.notes}
-
-
-# --- the engine ---------------------------------------------------------------------------
-
-
-def harness_config(config: Mapping[str, Any]) -> HarnessConfig:
-    try:
-        return HarnessConfig.from_dict((config or {}).get("harness") or {})
-    except HarnessConfigError as exc:  # an older log's config: fall back to the defaults, loudly
-        log.warning("replay.config_fallback", error=str(exc))
-        return HarnessConfig()
-
-
-class ReplayEngine:
-    """One pass over a run; see the module docstring."""
+class CounterfactualReplay:
+    """One replay of a run; see the module docstring."""
 
     def __init__(self, store: Any, run_id: str, spec: ReplaySpec, pm: Any, *, window_steps: Optional[int] = None,
                  every: Optional[int] = None, index: Optional[RunIndex] = None,
                  progress: Optional[Callable[[int, int], None]] = None) -> None:
+        if (window_steps is not None and window_steps < 1) or (every is not None and every < 1):
+            raise AuditError("--window and --every must be at least 1")
         self.store = store
         self.index = index or RunIndex(store, run_id)
         self.run_id = run_id
         self.spec = spec
-        self.pm = pm
+        self.catalog = Catalog.from_plugins(pm)
         first = self.index.event(0)
-        self.config = dict(first.config) if isinstance(first, RunStarted) else {}
-        self.hcfg = harness_config(self.config)
-        self.window_steps = int(window_steps or self.hcfg.window_steps)
-        self.every = int(every or self.hcfg.diagnose_every)
-        if self.window_steps < 1 or self.every < 1:
-            raise AuditError("--window and --every must be at least 1")
+        if not isinstance(first, RunStarted):
+            raise AuditError(f"run {run_id!r}: the log does not begin with RunStarted")
+        self.started = first
+        self.window_steps, self.every = window_steps, every
         self.progress = progress
-        self._want_state = False
-        self._pass_steps: list[int] = []
 
-    def _base_params(self) -> dict[str, dict[str, Any]]:
-        return {k: dict(v) for k, v in self.hcfg.diagnostics.items()}
+    # -- the replayed harness's config --------------------------------------------------------------
+    def harness_table(self, *, find_bad: bool, notes: list[str]) -> dict[str, Any]:
+        """The run's own ``[harness]`` table with the SPEC (and, for ``find_bad``, the
+        diagnostics the run had promoted by its end) laid over it."""
+        own = dict((self.started.config or {}).get("harness") or {})
+        try:
+            HarnessConfig.from_dict(own)
+        except HarnessConfigError as exc:  # an older log's config: the defaults, said out loud
+            notes.append(f"the run's [harness] config does not parse ({exc}); replaying with the defaults")
+            own = {"mode": self.started.harness_mode}
+        spec = self.spec
+        if find_bad:
+            spec = ReplaySpec(tuple(self._later_diagnostics(notes))).merged(spec)
+        table = spec.overlay(own, self.catalog.diagnostics, self.catalog.gates)
+        if self.window_steps is not None:
+            table["window_steps"] = self.window_steps
+        if self.every is not None:
+            table["diagnose_every"] = self.every
+        return table
 
-    # -- the pass --------------------------------------------------------------------------
-    def scan(self, diags: Sequence[Resolved]) -> tuple[list[CFinding], list[FailureDiagnosed], list[RecordedDecision], int, list[str], dict[int, tuple]]:
-        """Evaluate ``diags`` over the whole run. Returns findings, recorded diagnoses,
-        recorded decisions, the number of passes, plugin failures, and per-pass windows
-        (step → (rollouts, evals)) at decision steps for gates."""
-        idx = self.index
-        recs = idx.records
-        win = EvidenceWindow(self.run_id, self.window_steps)
-        state = HarnessState()
-        findings: list[CFinding] = []
-        recorded: list[FailureDiagnosed] = []
-        decisions: list[RecordedDecision] = []
-        failures: list[str] = []
-        windows: dict[int, tuple] = {}
-        proposals: dict[str, InterventionProposed] = {}
-        backtests: dict[str, list[Event]] = {}
-        diag_by_id: dict[str, FailureDiagnosed] = {}
-        pending_step: Optional[int] = None
-        pending_rollouts: list[RolloutCompleted] = []
-        pending_step_ev: Optional[StepCompleted] = None
-        pending_evals: list[EvalCompleted] = []
-        passes = 0
-        evaluated: set[int] = set()
-        decision_steps = {idx.event(i).step for i in idx.sparse() if recs[i].type in (Promoted.TYPE, Rejected.TYPE)}  # type: ignore[attr-defined]
+    def _later_diagnostics(self, notes: list[str]) -> list[DiagnosticItem]:
+        """The diagnostic revisions the run had promoted by its end (the later harness)."""
+        final = fold(self.index.event(i) for i in self.index.sparse())
+        out = []
+        for name, setting in final.diagnostics.items():
+            if setting.source == "config":
+                continue
+            if setting.spec:
+                out.append(DiagnosticItem(name, setting.version, dict(setting.params), dict(setting.spec), source="later harness"))
+            elif name in self.catalog.diagnostics:
+                out.append(DiagnosticItem(name, None, dict(setting.params), source="later harness"))
+            else:
+                notes.append(f"later-harness diagnostic {name!r} is not installed; not replayed")
+        return out
 
-        def flush() -> None:
-            nonlocal pending_step, pending_rollouts, pending_step_ev, pending_evals, passes
-            if pending_step is None:
-                return
-            s = pending_step
-            main_eval = any(e.branch == "main" for e in pending_evals)
-            win.add_step(s, pending_rollouts, pending_step_ev, pending_evals)
-            pending_step, pending_rollouts, pending_step_ev, pending_evals = None, [], None, []
-            # The engine's cadence: every `diagnose_every` steps, and whenever a main-line eval lands.
-            if not (s % self.every == 0 or main_eval) or s in evaluated:
-                return
-            evaluated.add(s)
-            passes += 1
-            window = win.window(s)
-            if s in decision_steps:
-                windows[s] = window
-            for d in diags:
-                try:
-                    got = d.impl.evaluate(window, d.params) or []
-                except Exception as exc:  # a diagnostic that raises is isolated, as in the live harness
-                    failures.append(f"{d.name} {d.version} at step {s}: {type(exc).__name__}: {exc}")
-                    continue
-                for f in got:
-                    st = dict(f.stats or {})
-                    findings.append(CFinding(s, f.kind, f.severity, d.name, len(f.evidence), st.get("value", st.get("rate"))))
+    def _versions(self, cfg: HarnessConfig) -> dict[str, str]:
+        out: dict[str, str] = {}
+        cat = self.catalog
+        for name, params in cfg.diagnostics.items():
+            if params.get("enabled", True) is False:
+                continue
+            if params.get("spec"):
+                out[name] = str(params.get("version") or "spec")
+            elif name in cat.diagnostics:
+                out[name] = str(cat.diagnostics[name].version)
+        for prefix, table, installed in (("gate", cfg.gates, cat.gates), ("proposer", cfg.proposers, cat.proposers)):
+            for name, params in table.items():
+                if params.get("enabled", True) is not False and name in installed:
+                    out[f"{prefix}:{name}"] = str(installed[name].version)
+        for name in cfg.backtest.plan or sorted(cat.backtesters):
+            if name in cat.backtesters:
+                out[f"backtester:{name}"] = str(cat.backtesters[name].version)
+        out["harness_engine"] = ENGINE_VERSION
+        out["evo_core"] = evo_core.__version__
+        return out
 
+    # -- driving the engine ---------------------------------------------------------------------------
+    def drive(self, engine: HarnessEngine, started: RunStarted) -> tuple[list[ReplayedPass], list[Event], dict[str, int], float]:
+        """Run ``engine`` over the log, step by step. Returns the passes, any recorded harness
+        events logged before the first step, the log position of every recorded harness event,
+        and the seconds spent in the engine's passes."""
+        recs = self.index.records
         n = len(recs)
         tick = max(n // 200, 1)
+        run_cfg = started.config.get("run") if isinstance(started.config, dict) else None
+        final_step = int((run_cfg or {}).get("steps") or 0)
+        stand_ins = recorded_stand_ins(self.index)
+        window_steps = engine.config.window_steps
+        state = HarnessState()
+        win = EvidenceWindow(self.run_id, window_steps)
+        passes: list[ReplayedPass] = []
+        before: list[Event] = []
+        positions: dict[str, int] = {}
+        own_diagnoses: list[FailureDiagnosed] = []
+        batch: Optional[_Batch] = None
+        engine_s = 0.0
+
+        def run_pass() -> None:
+            nonlocal batch, engine_s
+            b, batch = batch, None
+            assert b is not None
+            win.add_step(b.step, b.rollouts, b.step_event, b.evals)
+            t0 = time.perf_counter()
+            out = engine.run_pass(PassInput(step=b.step, state=state, evidence=win, evals=b.evals, trainer=None,
+                                            final=b.step == final_step, recorded=stand_ins, seed=started.seed))
+            engine_s += time.perf_counter() - t0
+            for ev in out:
+                apply(state, ev)
+            own_diagnoses.extend(e for e in out if isinstance(e, FailureDiagnosed))
+            passes.append(ReplayedPass(b.step, out))
+
         for i, rec in enumerate(recs):
             if self.progress is not None and i % tick == 0:
                 self.progress(i, n)
-            t = rec.type
-            if t == RolloutCompleted.TYPE:
-                ev = rec.decode()
-                if pending_step is not None and ev.step != pending_step:  # type: ignore[attr-defined]
-                    flush()
-                pending_step = ev.step  # type: ignore[attr-defined]
-                pending_rollouts.append(ev)  # type: ignore[arg-type]
+            ev = rec.decode()
+            if not is_trainers(ev):
+                if batch is not None:
+                    run_pass()
+                (passes[-1].recorded if passes else before).append(ev)
+                positions[ev.event_id] = i
                 continue
-            ev = idx.event(i) if t not in ("evo.PolicyUpdated",) else None
-            if ev is None:
-                continue
-            if isinstance(ev, StepCompleted):
-                if pending_step is not None and ev.step != pending_step:
-                    flush()
-                pending_step = ev.step
-                pending_step_ev = ev
-            elif isinstance(ev, EvalCompleted):
-                if pending_step is None or ev.step == pending_step:
-                    pending_step = ev.step
-                    pending_evals.append(ev)
+            if batch is not None and batch.ended_by(ev):
+                run_pass()
+            if i == 0:
+                ev = started  # the run's start, with the replayed harness's config
+            elif isinstance(ev, RunResumed):
+                win = self._refilled(i, own_diagnoses, window_steps)
+            apply(state, ev)
+            if isinstance(ev, (RolloutCompleted, StepCompleted)):
+                if batch is None:
+                    batch = _Batch(ev.step)
+                if isinstance(ev, RolloutCompleted):
+                    batch.rollouts.append(ev)
                 else:
-                    win.evals.append(ev)
-            elif t in _DECISION_STEP_TYPES:
-                flush()  # the harness decides after the step's evidence is in
-                if isinstance(ev, FailureDiagnosed):
-                    recorded.append(ev)
-                    diag_by_id[ev.event_id] = ev
-                    win.add_diagnoses([ev])
-                elif isinstance(ev, InterventionProposed):
-                    proposals[ev.event_id] = ev
-                elif isinstance(ev, (BacktestPassed, BacktestFailed)):
-                    backtests.setdefault(ev.proposal_id, []).append(ev)
-                elif isinstance(ev, (Promoted, Rejected)):
-                    decisions.append(self._decision(ev, i, proposals, backtests, diag_by_id,
-                                                    state.copy() if self._want_state else None))
-            apply(state, ev, i + 1)
-        flush()
+                    batch.step_event = ev
+            elif isinstance(ev, EvalCompleted) and batch is not None and ev.step == batch.step:
+                batch.evals.append(ev)
+        if batch is not None:
+            run_pass()
         if self.progress is not None:
             self.progress(n, n)
-        self._pass_steps = sorted(evaluated)
-        return findings, recorded, decisions, passes, failures, windows
+        return passes, before, positions, engine_s
 
-    def _decision(self, ev: Promoted | Rejected, i: int, proposals: dict[str, InterventionProposed],
-                  backtests: dict[str, list[Event]], diag_by_id: dict[str, FailureDiagnosed], state: Optional[HarnessState]) -> RecordedDecision:
-        prop = proposals.get(ev.subject_id) if ev.subject == "intervention" else None
-        triggers: list[tuple[str, int, str]] = []
-        if prop is not None:
-            for cid in prop.caused_by:
-                d = diag_by_id.get(cid)
-                if d is not None:
-                    triggers.append((d.diagnostic, d.step, d.kind))
-        return RecordedDecision(ev.event_id, "promoted" if isinstance(ev, Promoted) else "rejected", ev.subject,
-                                ev.subject_id, ev.step, ev.gate, i, tuple(prop.targets) if prop else (), tuple(triggers),
-                                prop, tuple(backtests.get(ev.subject_id, ())), state)
+    def _refilled(self, upto: int, own_diagnoses: list[FailureDiagnosed], window_steps: int) -> EvidenceWindow:
+        """A resumed loop rebuilds its window from its log: here the recorded trajectory and
+        the replay's own diagnoses."""
+        win = EvidenceWindow(self.run_id, window_steps)
+        trajectory = (e for e in (r.decode() for r in self.index.records[:upto]) if is_trainers(e))
+        win.prefill(itertools.chain(trajectory, own_diagnoses))
+        return win
 
-    # -- comparison ------------------------------------------------------------------------
+    # -- the whole replay -------------------------------------------------------------------------------
     def run(self, *, find_bad: bool = False, write: bool = True, replay_id: Optional[str] = None) -> ReplayResult:
+        t0 = time.perf_counter()
         notes: list[str] = []
-        base = self._base_params()
-        items = list(self.spec.diagnostics)
-        if find_bad:
-            # The later harness: the diagnostics in force at the run's last harness version, then the SPEC.
-            final = self._final_state()
-            later = []
-            installed = _installed(self.pm, "diagnostics")
-            for name, setting in final.diagnostics.items():
-                if setting.spec:
-                    later.append(DiagnosticItem(name, None, dict(setting.params), dict(setting.spec), source="later harness"))
-                elif name in installed:
-                    later.append(DiagnosticItem(name, None, dict(setting.params), source="later harness"))
-                else:
-                    notes.append(f"later-harness diagnostic {name!r} is not installed; not replayed")
-            items = later + items
-            base = {**base, **{n: dict(s.params) for n, s in final.diagnostics.items()}}
-        if not items and not self.spec.gates:
-            raise AuditError("nothing to replay: give --with SPEC (a diagnostic, gate:NAME, -NAME or a file)")
-        diags, touched = resolve_diagnostics(items, self.pm, base)
-        gates = resolve_gates(self.spec.gates, self.pm, {k: dict(v) for k, v in self.hcfg.gates.items()})
-        self._want_state = bool(gates)  # gates see the harness state at the decision; copying it costs
-        findings, recorded, decisions, passes, failures, windows = self.scan(diags)
-        rec_keys = {(d.diagnostic, d.step, d.kind) for d in recorded if d.diagnostic in touched}
-        cf_keys: dict[tuple[str, int, str], CFinding] = {}
-        for f in findings:
-            cf_keys.setdefault((f.diagnostic, f.step, f.kind), f)
-        recorded_kinds_at = {(d.step, d.kind) for d in recorded}
-        appeared = [cf_keys[k].to_dict() for k in sorted(set(cf_keys) - rec_keys, key=lambda k: (k[1], k[0], k[2]))]
-        vanished = [{"diagnostic": k[0], "step": k[1], "kind": k[2]} for k in sorted(rec_keys - set(cf_keys), key=lambda k: (k[1], k[0], k[2]))]
-        vanished_set = rec_keys - set(cf_keys)
-        by_pass: dict[int, list[CFinding]] = {}
-        for f in findings:
-            by_pass.setdefault(f.step, []).append(f)
-        flips: list[dict[str, Any]] = []
-        verdicts: dict[str, dict[str, Any]] = {}
-        self._init_main_line()
-        for dec in decisions:
-            v = self._rejudge(dec, vanished_set, by_pass, recorded, recorded_kinds_at, touched, gates, windows)
-            verdicts[dec.event_id] = v
-            self._advance_main_line(dec, v["would"], windows.get(dec.step))
-            if v["would"] != dec.decision:
-                flips.append(v)
+        table = self.harness_table(find_bad=find_bad, notes=notes)
+        try:
+            cfg = HarnessConfig.from_dict(table)
+        except HarnessConfigError as exc:
+            raise AuditError(f"the replayed harness config is invalid: {exc}") from None
+        engine = HarnessEngine(cfg, self.catalog, run_id=self.run_id)
+        started = attrs.evolve(self.started, config={**dict(self.started.config or {}), "harness": table})
+        passes, before, positions, engine_s = self.drive(engine, started)
+
+        recorded_events = before + [e for p in passes for e in p.recorded]
+        replayed_events = [e for p in passes for e in p.replayed]
+        rec_diag, rep_diag = diagnosis_keys(recorded_events), diagnosis_keys(replayed_events)
+        order = lambda k: (k[1], k[0], k[2])  # noqa: E731
+        appeared = [CFinding.of(rep_diag[k]).to_dict() for k in sorted(set(rep_diag) - set(rec_diag), key=order)]
+        vanished_keys = set(rec_diag) - set(rep_diag)
+        vanished = [{"diagnostic": k[0], "step": k[1], "kind": k[2]} for k in sorted(vanished_keys, key=order)]
+        recorded_decisions, replayed_decisions = decisions(recorded_events), decisions(replayed_events)
+        by_id = {e.event_id: e for e in recorded_events if isinstance(e, FailureDiagnosed)}
+        flipped = flips(recorded_decisions, replayed_decisions, by_id, vanished_keys)
+
+        ids = IdMap()
+        divergences = [{"step": 0, "difference": f"{len(before)} recorded harness events before the first step"}] if before else []
+        for p in passes:
+            diff = first_difference(p.recorded, p.replayed, ids)
+            if diff is not None:
+                divergences.append({"step": p.step, "difference": diff})
+
         bad: list[dict[str, Any]] = []
         if find_bad:
-            bad = self._bad_promotions(decisions, verdicts)
-        versions = {d.name: d.version for d in diags}
-        versions.update({f"gate:{g.name}": g.version for g in gates})
-        versions["evo_core"] = evo_core.__version__
-        result = ReplayResult(self.run_id, replay_id or uuid.uuid4().hex[:12], None, self.spec, versions,
-                              self.window_steps, self.every, passes, len(self.index.records), findings, appeared,
-                              vanished, flips, bad, failures, notes)
+            reasons = {f["decision_id"]: f["reasons"] for f in flipped if f["decision_id"]}
+            verdicts = {}
+            for key, rec in recorded_decisions.items():
+                rep = replayed_decisions.get(key)
+                verdicts[rec.event.event_id] = (rep.decision if rep else rec.absent, reasons.get(rec.event.event_id, []))
+            bad = self._bad_promotions(recorded_decisions.values(), verdicts, positions, cfg.window_steps)
+        failures = [f"{e.plugin} {e.hook} at step {e.step}: {e.error_type}: {e.message}"
+                    for e in replayed_events if isinstance(e, PluginFailed)]
+        result = ReplayResult(
+            run_id=self.run_id, replay_id=replay_id or uuid.uuid4().hex[:12], stream=None, spec=self.spec,
+            plugin_versions=self._versions(engine.config), window_steps=cfg.window_steps, every=cfg.diagnose_every,
+            passes=sum(1 for e in replayed_events if isinstance(e, HarnessPassCompleted) and e.diagnosed),
+            events_scanned=len(self.index.records),
+            findings=[CFinding.of(e) for e in replayed_events if isinstance(e, FailureDiagnosed)],
+            appeared=appeared, vanished=vanished, flips=flipped, bad_promotions=bad, failures=failures, notes=notes,
+            divergences=divergences,
+            decisions={"recorded_decisions": len(recorded_decisions), "replayed_decisions": len(replayed_decisions)},
+            timings={"total_s": round(time.perf_counter() - t0, 3), "engine_s": round(engine_s, 3)},
+            find_bad=find_bad, pass_events=passes)
         if write:
             result = attrs.evolve(result, stream=self._write(result, find_bad))
         return result
 
-    # -- the counterfactual main line ------------------------------------------------------
-    # A policy gate compares a candidate with the main line. Under the replayed harness the
-    # main line is the last checkpoint *it* would have promoted, not the recorded one.
-    def _init_main_line(self) -> None:
-        evals = [self.index.event(i) for i in self.index.sparse()]
-        self._main_evals = {e.policy_version: e for e in evals if isinstance(e, EvalCompleted) and e.branch == "main"}
-        self._cf_main_eval = self._main_evals.get(0)
-        self._cf_main_reward: Optional[float] = None
-        self._cf_last_gate_step = -1
-
-    def _train_reward_since(self, window: Any, after_step: int, upto_step: int) -> Optional[float]:
-        if window is None:
-            return None
-        rs = [r.reward for r in window.rollouts
-              if after_step < r.step <= upto_step and r.split == "train" and r.reward is not None]
-        return sum(rs) / len(rs) if rs else None
-
-    def _policy_candidate_fields(self, dec: RecordedDecision, window: Any) -> dict[str, Any]:
-        if dec.subject != "policy":
-            return {}
-        reward = self._train_reward_since(window, self._cf_last_gate_step, dec.step)
-        main_reward = self._cf_main_reward if self._cf_main_reward is not None else reward
-        try:
-            cand_eval = self._main_evals.get(int(dec.subject_id))
-        except ValueError:
-            cand_eval = None
-        return {"eval": cand_eval, "main_eval": self._cf_main_eval, "train_reward": reward, "main_train_reward": main_reward}
-
-    def _advance_main_line(self, dec: RecordedDecision, would: str, window: Any) -> None:
-        if dec.subject != "policy":
-            return
-        fields = self._policy_candidate_fields(dec, window)
-        if self._cf_main_reward is None:
-            self._cf_main_reward = fields.get("main_train_reward")
-        if would == "promoted":
-            self._cf_main_eval = fields.get("eval") or self._cf_main_eval
-            self._cf_main_reward = fields.get("train_reward", self._cf_main_reward)
-        self._cf_last_gate_step = dec.step
-
-    def _final_state(self) -> HarnessState:
-        st = HarnessState()
-        for i in self.index.sparse():
-            apply(st, self.index.event(i), i + 1)
-        return st
-
-    def _pass_at(self, step: int) -> int:
-        """The last diagnostic pass at or before ``step`` (what a decision at ``step`` saw)."""
-        import bisect
-
-        k = bisect.bisect_right(self._pass_steps, step)
-        return self._pass_steps[k - 1] if k else -1
-
-    def _rejudge(self, dec: RecordedDecision, vanished: set, by_pass: dict[int, list[CFinding]],
-                 recorded: list[FailureDiagnosed], recorded_kinds_at: set, touched: set[str], gates: list[Resolved],
-                 windows: dict[int, Any]) -> dict[str, Any]:
-        reasons: list[str] = []
-        would = dec.decision
-        if dec.triggers and all(t[0] in touched and t in vanished for t in dec.triggers):
-            would = "not proposed"
-            reasons.append("every diagnosis behind the proposal vanishes: " + ", ".join(f"{k}@{s}" for _, s, k in dec.triggers))
-        p = self._pass_at(dec.step)
-        new_invalid = [f for f in by_pass.get(p, []) if f.severity == "invalid" and (f.step, f.kind) not in recorded_kinds_at
-                       and f.kind not in dec.targets]
-        if would == "promoted" and new_invalid:
-            would = "rejected"
-            reasons.append("validity: new invalid diagnosis " + ", ".join(sorted({f"{f.kind} ({f.diagnostic})" for f in new_invalid})))
-        for g in gates:
-            verdict = self._gate(g, dec, by_pass.get(p, []), recorded, touched, windows.get(dec.step))
-            if verdict is None:
-                continue
-            passed, why = verdict
-            if would == "promoted" and not passed:
-                would = "rejected"
-                reasons.append(f"gate {g.name} {g.version}: " + (why or "blocks"))
-            elif would == "rejected" and passed and dec.gate == g.name and not new_invalid:
-                would = "promoted"
-                reasons.append(f"gate {g.name} {g.version} (which rejected it) now passes" + (f": {why}" if why else ""))
-        return {"decision_id": dec.event_id, "subject": dec.subject, "subject_id": dec.subject_id, "step": dec.step,
-                "recorded": dec.decision, "would": would, "reasons": reasons}
-
-    def _gate(self, g: Resolved, dec: RecordedDecision, cf: list[CFinding], recorded: list[FailureDiagnosed],
-              touched: set[str], window: Any) -> Optional[tuple[bool, str]]:
-        from evo_core.harness.types import BacktestOutcome, Candidate, GateContext, Proposal
-
-        # Active diagnoses at the decision: recorded ones from untouched diagnostics + counterfactual findings.
-        active = [d for d in recorded if d.step == self._pass_at(dec.step) and d.diagnostic not in touched]
-        active += [FailureDiagnosed(run_id=self.run_id, step=f.step, kind=f.kind, severity=f.severity, diagnostic=f.diagnostic,
-                                    diagnostic_version="replay", stats={"value": f.value}, emitted_by=AUDIT_EMITTER) for f in cf]
-        proposal = None
-        if dec.proposal is not None:
-            pr = dec.proposal
-            try:
-                proposal = Proposal(kind=pr.kind, name=pr.name, params=dict(pr.params), targets=pr.targets,
-                                    prediction=dict(pr.prediction), rationale=pr.rationale, proposer=pr.proposer,
-                                    skill_id=pr.skill_id, evidence=tuple(pr.caused_by))
-            except ValueError:
-                proposal = None
-        bts = tuple(BacktestOutcome(backtester=b.emitted_by.name, mode=b.mode, passed=isinstance(b, BacktestPassed),  # type: ignore[attr-defined]
-                                    figures=dict(b.figures), ci=tuple(b.ci) if b.ci else None, n=b.n,  # type: ignore[attr-defined]
-                                    reasons=b.reasons, evidence=b.evidence, version=b.emitted_by.version)  # type: ignore[attr-defined]
-                    for b in dec.backtests)
-        evals = [e for e in (window.evals if window is not None else ()) if e.step <= dec.step and e.branch == "main"]
-        extra = {"eval": evals[-1] if evals else None, **{k: v for k, v in self._policy_candidate_fields(dec, window).items()
-                                                         if v is not None}}
-        cand = Candidate(subject=dec.subject, subject_id=dec.subject_id, step=dec.step, proposal=proposal, backtests=bts,
-                         rollouts=tuple(window.rollouts) if window is not None else (), **extra)
-        cfg = attrs.evolve(self.hcfg, gates={**self.hcfg.gates, g.name: g.params})
-        ctx = GateContext(run_id=self.run_id, step=dec.step, state=dec.state or HarnessState(), config=cfg, diagnoses=tuple(active))
-        subjects = getattr(g.impl, "subjects", None)
-        if subjects is not None and dec.subject not in subjects:
-            return None
-        try:
-            n_args = len(inspect.signature(g.impl.decide).parameters)
-            res = g.impl.decide(cand, ctx, g.params) if n_args >= 3 else g.impl.decide(cand, ctx)
-        except Exception as exc:
-            raise AuditError(f"gate {g.name} {g.version} failed on decision {dec.event_id}: {type(exc).__name__}: {exc}") from None
-        if getattr(res, "abstain", False):
-            return None
-        passed = bool(getattr(res, "passed", True)) and not bool(getattr(res, "veto", False))
-        return passed, "; ".join(getattr(res, "reasons", ()) or ())
-
-    def _bad_promotions(self, decisions: list[RecordedDecision], verdicts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    def _bad_promotions(self, recorded: Any, verdicts: dict[str, tuple[str, list[str]]], positions: dict[str, int],
+                        window: int) -> list[dict[str, Any]]:
         """Promotions the strict oracle's labels call harmful, and whether the later harness blocks them."""
         from evo_core.audit.outcome import assess
 
         out = []
-        for dec in decisions:
+        for dec in recorded:
+            ev = dec.event
             if dec.decision != "promoted":
                 continue
             pred = dict(dec.proposal.prediction) if dec.proposal is not None else {}
-            o = assess(self.index, dec.index, dec.step, dec.targets, pred, self.window_steps)
+            targets = tuple(dec.proposal.targets) if dec.proposal is not None else ()
+            o = assess(self.index, positions[ev.event_id], ev.step, targets, pred, window)
             if o.strict_held is not None:
                 harmful, basis = (not o.strict_held), "strict labels on rollouts"
             elif o.guard_held is not None:
                 harmful, basis = (not o.guard_held), f"held-out {o.guard_metric}"
             else:
                 continue
-            v = verdicts[dec.event_id]
-            blocked = v["would"] != "promoted"
+            would, reasons = verdicts[ev.event_id]
+            blocked = would != "promoted"
             if harmful or blocked:
-                out.append({"decision_id": dec.event_id, "subject": dec.subject, "subject_id": dec.subject_id,
-                            "step": dec.step, "harmful": harmful, "blocked": blocked, "basis": basis,
+                out.append({"decision_id": ev.event_id, "subject": ev.subject, "subject_id": ev.subject_id,
+                            "step": ev.step, "harmful": harmful, "blocked": blocked, "would": would, "basis": basis,
                             "strict_accuracy": [o.before.strict_accuracy, o.after.strict_accuracy],
                             "exploit_rate": [o.before.exploit_rate, o.after.exploit_rate],
-                            "guard": [o.before.guard, o.after.guard], "reasons": v["reasons"],
+                            "guard": [o.before.guard, o.after.guard], "reasons": reasons,
                             "verdict": "caught" if harmful and blocked else "missed" if harmful else "false alarm"})
         return out
 
-    # -- writing ---------------------------------------------------------------------------
+    # -- writing ----------------------------------------------------------------------------------------
     def _write(self, result: ReplayResult, find_bad: bool) -> str:
         stream = replay_stream(self.run_id, result.replay_id)
         head = self.index.records[-1]
@@ -566,7 +326,7 @@ class ReplayEngine:
             source_head_version=head.version, source_head_hash=head.hash, spec=result.spec.to_dict(),
             plugin_versions=result.plugin_versions,
             settings={"window_steps": result.window_steps, "every": result.every, "find_bad": find_bad,
-                      "evo_core": evo_core.__version__},
+                      "evo_core": evo_core.__version__, "harness_engine": ENGINE_VERSION},
             summary=result.summary(), appeared=result.appeared[:cap], vanished=result.vanished[:cap],
             flips=result.flips[:cap], bad_promotions=result.bad_promotions[:cap], findings=blob,
             completed_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -577,5 +337,6 @@ class ReplayEngine:
 
 def replay(store: Any, run_id: str, spec: ReplaySpec, pm: Any, *, find_bad: bool = False, write: bool = True,
            window_steps: Optional[int] = None, every: Optional[int] = None, progress=None) -> ReplayResult:
-    return ReplayEngine(store, run_id, spec, pm, window_steps=window_steps, every=every, progress=progress).run(
-        find_bad=find_bad, write=write)
+    """Replay run ``run_id`` with the SPEC laid over its harness; see the module docstring."""
+    return CounterfactualReplay(store, run_id, spec, pm, window_steps=window_steps, every=every,
+                                progress=progress).run(find_bad=find_bad, write=write)

@@ -14,10 +14,14 @@ A SPEC is one or more items (repeat ``--with`` or separate items with ``;``):
 
 Values after ``=`` are read as JSON when they parse (``0.1``, ``true``, ``[1,2]``), else
 as strings.
+
+``ReplaySpec.overlay`` lays a SPEC over a run's own ``[harness]`` table: the replay runs
+the live harness engine with the result.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -26,6 +30,7 @@ from typing import Any, Mapping, Optional, Sequence
 import attrs
 
 from evo_core.audit.errors import AuditError
+from evo_core.harness.specs import SpecError, validate_spec
 
 _ITEM = re.compile(r"^(?P<name>[A-Za-z_][\w.\-]*)(?:@(?P<version>[\w.\-+]+))?(?::(?P<params>.*))?$")
 
@@ -63,6 +68,50 @@ class ReplaySpec:
 
     def merged(self, other: "ReplaySpec") -> "ReplaySpec":
         return ReplaySpec(self.diagnostics + other.diagnostics, self.gates + other.gates, self.text + other.text)
+
+    def overlay(self, table: Mapping[str, Any], diagnostics: Mapping[str, Any],
+                gates: Mapping[str, Any]) -> dict[str, Any]:
+        """``table`` (a run's ``[harness]`` table) with this SPEC laid over it: each named
+        diagnostic or gate added, its params over the run's own for it; each dropped
+        diagnostic switched off. ``diagnostics``/``gates`` are the installed plugins by name
+        (a name or version the SPEC asks for must be installed)."""
+        out = copy.deepcopy(dict(table))
+        diags = dict(out.get("diagnostics") or {})
+        for it in self.diagnostics:
+            if it.drop:
+                diags[it.name] = {"enabled": False}
+                continue
+            if it.spec is not None:
+                try:
+                    validate_spec(it.spec)
+                except SpecError as exc:
+                    raise AuditError(f"SPEC {it.source or it.name}: bad diagnostic spec: {exc}") from None
+                diags[it.name] = {**it.params, "version": it.version or "spec", "spec": dict(it.spec)}
+                continue
+            _installed("diagnostic", it.name, it.version, diagnostics)
+            diags[it.name] = {**_own(diags.get(it.name)), **it.params}
+        own_gates = dict(out.get("gates") or {})
+        for g in self.gates:
+            _installed("gate", g.name, g.version, gates)
+            own_gates[g.name] = {**_own(own_gates.get(g.name)), **g.params}
+        out["diagnostics"], out["gates"] = diags, own_gates
+        return out
+
+
+def _own(params: Any) -> dict[str, Any]:
+    """The run's own params for a plugin, switched on."""
+    out = dict(params) if isinstance(params, Mapping) else {}
+    out.pop("enabled", None)
+    return out
+
+
+def _installed(kind: str, name: str, version: Optional[str], installed: Mapping[str, Any]) -> None:
+    impl = installed.get(name)
+    if impl is None:
+        have = ", ".join(sorted(installed)) or "none"
+        raise AuditError(f"SPEC names {kind} {name!r}, which no installed plugin provides (installed: {have})")
+    if version is not None and str(impl.version) != version:
+        raise AuditError(f"SPEC asks for {kind} {name!r} version {version}, but version {impl.version} is installed")
 
 
 def _value(raw: str) -> Any:

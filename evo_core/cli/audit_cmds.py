@@ -103,7 +103,7 @@ def audit_cmd(
 
 def replay_cmd(
     run: str = typer.Argument(..., help="Run id (the run is only read)."),
-    with_: List[str] = typer.Option([], "--with", help="SPEC: NAME, NAME@VERSION:k=v,…, gate:NAME, -NAME, or a .json/.toml/skill file. Repeatable."),
+    with_: List[str] = typer.Option([], "--with", help="SPEC: NAME, NAME@VERSION:k=v,…, gate:NAME, -NAME, or a .json/.toml/skill file. Repeatable. Without one: the run's own harness (does it reproduce the run?)."),
     find_bad: bool = typer.Option(False, "--find-bad", help="List promotions the strict oracle calls harmful that the later harness (plus SPEC) would have blocked."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     window: Optional[int] = typer.Option(None, "--window", help="Evidence window in steps (default: the run's harness.window_steps)."),
@@ -111,7 +111,7 @@ def replay_cmd(
     no_write: bool = typer.Option(False, "--no-write", help="Do not record the replay in its own stream."),
     store_url: Optional[str] = STORE_OPT,
 ) -> None:
-    """Counterfactual replay: rerun other diagnostics/gates over the recorded evidence."""
+    """Counterfactual replay: the harness engine again over the recorded evidence, with other diagnostics/gates."""
     from evo_core.audit.errors import AuditError
     from evo_core.audit.render_replay import render_replay
     from evo_core.audit.replay import replay
@@ -122,8 +122,6 @@ def replay_cmd(
     err = Console(stderr=True)
     try:
         spec = parse_spec(with_)
-        if spec.empty and not find_bad:
-            raise AuditError("give --with SPEC (or --find-bad); e.g. --with answer_hedging:max_rate=0.1")
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
         with Progress(TextColumn("replaying"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} events"),

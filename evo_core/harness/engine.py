@@ -54,12 +54,18 @@ class Catalog:
 
 @attrs.frozen
 class RecordedBacktests:
-    """Replay: the online backtests a run logged, by (step, proposal fingerprint, backtester)."""
+    """Replay: what the trainer did for the harness in a logged run, standing in for it: the
+    online backtests, by (step, proposal fingerprint, backtester), and the main-line snapshots
+    the policy gate's promotions persisted, by (step, policy version)."""
 
     outcomes: Mapping[tuple[int, str, str], Any] = attrs.Factory(dict)
+    snapshots: Mapping[tuple[int, int], Any] = attrs.Factory(dict)
 
     def get(self, step: int, fingerprint: str, backtester: str) -> Optional[Any]:
         return self.outcomes.get((step, fingerprint, backtester))
+
+    def snapshot(self, step: int, policy_version: int) -> Optional[Any]:
+        return self.snapshots.get((step, policy_version))
 
 
 @attrs.define

@@ -79,6 +79,10 @@ def policy_gate(p: "HarnessPass", ev: EvalCompleted, findings: Optional[Sequence
         ok, snap = p.iso.call("trainer", "snapshot", p.inp.trainer.snapshot)
         if ok and snap is not None:
             checkpoint, digest = snap.checkpoint, snap.digest
+    elif v.accepted and p.inp.recorded is not None:  # replay: the weights the run persisted, if it promoted them
+        snap = p.inp.recorded.snapshot(p.step, ev.policy_version)
+        if snap is not None:
+            checkpoint, digest = snap.checkpoint, snap.digest
     events = decision_events(p.run_id, p.step, state.harness_version, cand, v, p.engine.versions,
                              caused_by=(ev.event_id,) + tuple(d.event_id for d in active), figures=figures,
                              checkpoint=checkpoint, digest=digest)

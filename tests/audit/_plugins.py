@@ -1,10 +1,15 @@
 """A small, real diagnostic for the replay tests: the share of rewarded rollouts that
-list more than one answer (what a lenient verifier pays for)."""
+list more than one answer (what a lenient verifier pays for). It reads the arithmetic
+domain's ``answer_count`` signal or the simulated learner's ``sim_count``."""
 
 from __future__ import annotations
 
 from evo_core.api import Finding
 from evo_core.hookspecs import hookimpl
+
+
+def _answers(r) -> int:
+    return int(r.signals.get("answer_count") or r.signals.get("sim_count") or 1)
 
 
 class MultiRewarded:
@@ -16,7 +21,7 @@ class MultiRewarded:
         rows = [r for r in window.rollouts if r.reward is not None]
         if len(rows) < params["min_n"]:
             return []
-        bad = [r for r in rows if r.reward >= 1 and (r.signals.get("answer_count") or 1) > 1]
+        bad = [r for r in rows if r.reward >= 1 and _answers(r) > 1]
         rate = len(bad) / len(rows)
         if rate <= params["max_rate"]:
             return []

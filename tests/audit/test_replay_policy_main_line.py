@@ -1,41 +1,52 @@
-"""A replayed policy gate compares each candidate with the main line the *replayed*
-harness would have kept, not with the checkpoint the recorded harness promoted."""
+"""A replayed policy gate compares each candidate with the main line the *replayed* harness
+kept, not with the checkpoint the recorded harness promoted: the replay folds its own
+decisions into its own state.
+
+The run is a fixed-harness run of the simulated learner: its policy gate trusts the
+training reward, which the loophole keeps raising while validation strict accuracy falls.
+Replayed with ``gate:policy:trust=validation`` (early stopping), the gate rejects the
+checkpoints that fell below the replay's own main line."""
 
 from __future__ import annotations
 
+from evo_core.api import strict_metric
 from evo_core.audit import parse_spec, replay
-from evo_core.plugins import PluginManager
 from evo_core.store import open_store, run_stream
-from evo_events import EvalCompleted, Promoted, RolloutCompleted, RunStarted
+from evo_events import EvalCompleted, Promoted, Rejected
+from tests.audit._sim import replay_plugins, sim_run
 
 
-def _log(store, run_id="pol"):
-    cfg = {"harness": {"mode": "fixed", "diagnose_every": 5, "window_steps": 10}}
-    evs = [RunStarted(run_id=run_id, config=cfg, config_hash="h", seed=0, harness_mode="fixed",
-                      code_version="t", started_at="2026-01-01T00:00:00Z")]
-    evs.append(EvalCompleted(run_id=run_id, step=0, policy_version=0, split="heldout", n=2,
-                             metrics={"strict_accuracy": 0.7}, item_scores={"a": 1.0, "b": 0.4}))
-    strict = {10: 0.5, 20: 0.6}
-    hv = 0
-    for step in range(1, 21):
-        evs += [RolloutCompleted(run_id=run_id, step=step, task_id="t", group_id=f"g{step}", policy_version=step - 1,
-                                 reward=0.9, strict_correct=False)]
-        if step in strict:
-            evs.append(EvalCompleted(run_id=run_id, step=step, policy_version=step, split="heldout", n=2,
-                                     metrics={"strict_accuracy": strict[step]}, item_scores={"a": strict[step], "b": strict[step]}))
-            evs.append(Promoted(run_id=run_id, subject="policy", subject_id=str(step), step=step, gate="policy",
-                                harness_version_before=hv, harness_version_after=hv))
-    store.append(run_stream(run_id), evs, expected_version=0)
-    return run_id
-
-
-def test_policy_gate_replay_follows_its_own_main_line():
+def test_policy_gate_replay_follows_its_own_main_line(tmp_path):
     store = open_store("memory://")
-    run_id = _log(store)
-    res = replay(store, run_id, parse_spec(["gate:policy:trust=strict"]), PluginManager(), write=False)
-    flipped = {f["subject_id"]: f for f in res.flips}
-    # Step 10 (0.5) falls below the start (0.7). Step 20 (0.6) is above the *recorded* main
-    # line (0.5, step 10) but below the replayed one, which never left the start.
-    assert set(flipped) == {"10", "20"}
-    assert all(f["would"] == "rejected" for f in flipped.values())
-    assert "0.700" in " ".join(flipped["20"]["reasons"]) or "0.7" in " ".join(flipped["20"]["reasons"])
+    run_id = sim_run(store, tmp_path, arm="fixed", steps=50, seed=3)
+    events = list(store.events(run_stream(run_id)))
+    res = replay(store, run_id, parse_spec(["gate:policy:trust=validation"]), replay_plugins(), write=False)
+
+    strict = {e.step: strict_metric(e) for e in events
+              if isinstance(e, EvalCompleted) and e.split == "validation" and e.branch == "main"}
+    recorded = [e for e in events if isinstance(e, (Promoted, Rejected)) and e.subject == "policy"]
+    replayed = [e for p in res.pass_events for e in p.replayed if isinstance(e, (Promoted, Rejected)) and e.subject == "policy"]
+    assert [e.step for e in replayed] == [e.step for e in recorded] == sorted(s for s in strict if s > 0)
+    assert all(isinstance(e, Promoted) for e in recorded)  # the training reward kept rising
+
+    # The replay's main line, walked by hand: a checkpoint joins it when its validation
+    # strict accuracy is not below the main line's (the first gate compares with whatever
+    # main-line score the harness has then).
+    main = replayed[0].figures["main_strict"]
+    expected_flips = set()
+    for rec, rep in zip(recorded, replayed):
+        assert rep.figures["main_strict"] == main  # the replay compares with its own main line
+        c = strict[rec.step]
+        if main is None or c >= main:
+            assert isinstance(rep, Promoted)
+            main = c
+        else:
+            assert isinstance(rep, Rejected) and "validation strict accuracy fell" in rep.reasons[0]
+            expected_flips.add(rec.event_id)
+    assert expected_flips, "the loophole should make some checkpoint fall below the main line"
+    assert {f["decision_id"] for f in res.flips} == expected_flips
+    assert all((f["recorded"], f["would"]) == ("promoted", "rejected") for f in res.flips)
+    # At least one candidate was above the *recorded* main line (the previous checkpoint,
+    # promoted by the run) but below the replay's, which had stayed put.
+    previous = {rec.step: strict[recorded[i - 1].step] for i, rec in enumerate(recorded) if i}
+    assert any(strict[r.step] >= previous[r.step] for r in recorded if r.event_id in expected_flips and r.step in previous)
