@@ -87,6 +87,13 @@ class RunIndex:
             if rec.type in types and needle in rec.payload:
                 yield i
 
+    def of_type(self, *types: str) -> Iterator[tuple[int, Event]]:
+        """(index, event) of every event of the given types, in stream order."""
+        wanted = set(types)
+        for i, rec in enumerate(self.records):
+            if rec.type in wanted:
+                yield i, self.event(i)
+
     def event(self, i: int) -> Event:
         ev = self._decoded.get(i)
         if ev is None:

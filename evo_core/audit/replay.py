@@ -215,6 +215,8 @@ class CounterfactualReplay:
                     batch.step_event = ev
             elif isinstance(ev, EvalCompleted) and batch is not None and ev.step == batch.step:
                 batch.evals.append(ev)
+            elif isinstance(ev, EvalCompleted) and batch is None and ev.step == 0:
+                win.add_step(0, [], None, [ev])  # the starting checkpoint's evals, as the loop adds them
         if batch is not None:
             run_pass()
         if self.progress is not None:

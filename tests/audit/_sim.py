@@ -9,7 +9,7 @@ from typing import Any, Optional
 from evo_core.config import config_from_dict
 from evo_core.loop import RunLoop
 from evo_core.simulation import sim_factory
-from evo_core.testing import STANDARD_PLUGINS, isolated_plugins
+from evo_core.testing import isolated_plugins
 
 
 def replay_plugins() -> Any:
@@ -18,7 +18,7 @@ def replay_plugins() -> Any:
     and replays in these tests share this set."""
     from tests.audit import _plugins
 
-    return isolated_plugins(*STANDARD_PLUGINS, _plugins)
+    return isolated_plugins("+standard", _plugins)
 
 
 def sim_run(store: Any, checkpoints: Path, *, arm: str = "evolving", steps: int = 30, seed: int = 0,
