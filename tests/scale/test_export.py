@@ -1,0 +1,281 @@
+"""``evo export``: a real tiny run's policy out as a transformers directory (loaded by
+``AutoModelForCausalLM``/``AutoTokenizer``, served by ``evo serve``), ``PolicyExported``
+in the run's log, the checkpoint resolver's sources, and the one-line errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import httpx
+import pytest
+import torch
+
+from evo_core.export import (
+    ExportError,
+    export_policy,
+    exports,
+    load_checkpoint_policy,
+    resolve_policy_checkpoint,
+)
+from evo_core.store import open_store, run_stream
+from evo_events import Emitter, PolicyExported, PolicyUpdated, Promoted, RunFinished, RunStarted
+from export_testlib import evo, evo_serve, tiny_quickstart_run
+
+pytestmark = pytest.mark.timeout(600)
+
+PROMPT = "3+4="
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("export-run")
+    url, run_id = tiny_quickstart_run(work)
+    return work, url, run_id
+
+
+def _updates(url: str, run_id: str) -> dict[int, PolicyUpdated]:
+    st = open_store(url)
+    try:
+        return {e.policy_version: e for e in st.events(run_stream(run_id), types=[PolicyUpdated.TYPE])
+                if e.target == "trainer"}
+    finally:
+        st.close()
+
+
+def _reference_policy(url: str, run_id: str, version: int):
+    st = open_store(url)
+    try:
+        return load_checkpoint_policy(st, resolve_policy_checkpoint(st, run_id, version))
+    finally:
+        st.close()
+
+
+def test_export_main_loads_with_auto_classes_generates_and_is_logged(tiny_run, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    work, url, run_id = tiny_run
+    out = tmp_path / "main"
+    r = evo("export", run_id, "--main", "-o", str(out), "--store", url, "--json")
+    assert r.returncode == 0, r.stderr
+    row = json.loads(r.stdout)
+    ups = _updates(url, run_id)
+    main_version = row["policy_version"]
+    assert row["main"] is True and row["digest"] == ups[main_version].digest
+    assert row["checkpoint"] == ups[main_version].checkpoint.digest
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= set(os.listdir(out))
+
+    model = AutoModelForCausalLM.from_pretrained(str(out), local_files_only=True)
+    tok = AutoTokenizer.from_pretrained(str(out), local_files_only=True)
+    ref = _reference_policy(url, run_id, main_version)
+    enc = tok(PROMPT, return_tensors="pt")
+    assert enc["input_ids"][0].tolist() == ref.encode_prompt(PROMPT)  # BOS first, one id per character
+    with torch.no_grad():
+        logits = model(**enc).logits[0, -1]
+        ref_logits = ref.model(input_ids=torch.tensor([ref.encode_prompt(PROMPT)])).logits[0, -1]
+    assert torch.allclose(logits, ref_logits, atol=1e-5)
+    gen = model.generate(**enc, max_new_tokens=1, do_sample=False, pad_token_id=tok.pad_token_id)
+    token = int(gen[0, -1])
+    assert token == int(ref_logits.argmax())
+
+    st = open_store(url)
+    try:
+        last = list(st.events(run_stream(run_id)))[-1]
+        assert isinstance(last, PolicyExported)
+        assert (last.policy_version, last.digest, last.output_dir) == (main_version, row["digest"], str(out))
+        assert last.checkpoint.digest == row["checkpoint"] and last.main and not last.adapter
+        assert last.caused_by == (row["source"].split("#")[1],)
+        assert st.verify().ok
+    finally:
+        st.close()
+    prov = json.loads((out / "evo_export.json").read_text())
+    assert prov["run_id"] == run_id and prov["digest"] == row["digest"]
+
+
+def test_export_a_version_gives_that_versions_weights(tiny_run, tmp_path):
+    from evo_core.trainer.policy import HFPolicy
+
+    work, url, run_id = tiny_run
+    ups = _updates(url, run_id)
+    assert len({u.digest for u in ups.values()}) == len(ups) >= 4  # every step moved the weights
+    st = open_store(url)
+    try:
+        res = export_policy(st, run_id, str(tmp_path / "v1"), policy_version=1)
+        assert [e.policy_version for e in exports(st, run_id)][-1] == 1
+    finally:
+        st.close()
+    assert res.resolved.digest == ups[1].digest and not res.resolved.main
+    assert HFPolicy.from_pretrained(str(tmp_path / "v1")).digest() == ups[1].digest  # the weights, bit for bit
+
+
+def test_evo_serve_serves_the_exported_directory(tiny_run, tmp_path):
+    work, url, run_id = tiny_run
+    out = tmp_path / "served"
+    r = evo("export", run_id, "-o", str(out), "--store", url, "--no-record")
+    assert r.returncode == 0, r.stderr
+    assert "not recorded" in r.stdout
+    ref = _reference_policy(url, run_id, resolve_policy_checkpoint(open_store(url), run_id, main=True).policy_version)
+    with torch.no_grad():
+        want = int(ref.model(input_ids=torch.tensor([ref.encode_prompt(PROMPT)])).logits[0, -1].argmax())
+    with evo_serve(str(out), name="exported") as base:
+        resp = httpx.post(base + "/v1/completions", json={"model": "exported", "prompt": PROMPT, "max_tokens": 1,
+                                                         "temperature": 0, "return_token_ids": True}, timeout=60)
+    assert resp.status_code == 200, resp.text
+    choice = resp.json()["choices"][0]
+    assert choice["prompt_token_ids"] == ref.encode_prompt(PROMPT)
+    assert choice["token_ids"] == [want]
+
+
+def test_cli_errors_are_one_line(tiny_run, tmp_path):
+    work, url, run_id = tiny_run
+    cases = [
+        (["export", run_id, "--main", "--policy-version", "1", "-o", str(tmp_path / "a")], "not both"),
+        (["export", run_id, "--policy-version", "99", "-o", str(tmp_path / "b")], "has no policy version 99"),
+        (["export", "no-such-run", "-o", str(tmp_path / "c")], "not found"),
+        (["export", run_id, "--adapter", "-o", str(tmp_path / "d")], "not a LoRA run"),
+    ]
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("keep me")
+    cases.append((["export", run_id, "-o", str(tmp_path / "full")], "not empty"))
+    for args, needle in cases:
+        r = evo(*args, "--store", url)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+        assert len(lines) == 1 and needle in lines[0], (args, r.stderr)
+        assert "Traceback" not in r.stderr
+    assert (tmp_path / "full" / "x").read_text() == "keep me"  # nothing lost
+    assert not (tmp_path / "d").exists()
+
+
+# --- the resolver on hand-built logs (memory store) -----------------------------------------
+
+
+TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 2, "intermediate_size": 64}
+
+
+def _tiny_config() -> dict:
+    from evo_core.config import config_from_dict
+
+    return config_from_dict({"policy": {"tiny": dict(TINY)}, "harness": {"mode": "fixed"}}).to_dict()
+
+
+def _state_blob(store, policy) -> object:
+    buf = io.BytesIO()
+    torch.save(policy.state_dict(), buf)
+    return store.blobs.put(buf.getvalue(), "application/x-torch-state-dict")
+
+
+@pytest.fixture
+def hand_log():
+    """A finished run whose policy v0 and v2 weights are known; no PolicyUpdated carries a blob."""
+    from evo_core.trainer.policy import HFPolicy
+    from evo_core.trainer.tiny import TinyModelConfig
+
+    st = open_store("memory://")
+    run_id = "hand"
+    cfg = _tiny_config()
+    p0 = HFPolicy.tiny(TinyModelConfig(**TINY), seed=0)
+    p2 = HFPolicy.tiny(TinyModelConfig(**TINY), seed=7)
+    em = Emitter("test", "1")
+    evs = [RunStarted(run_id=run_id, config=cfg, config_hash="h", seed=0, harness_mode="fixed", code_version="0",
+                      started_at="2026-01-01T00:00:00Z", emitted_by=em),
+           PolicyUpdated(run_id=run_id, step=0, policy_version=0, digest=p0.digest(), emitted_by=em),
+           PolicyUpdated(run_id=run_id, step=2, policy_version=2, digest=p2.digest(), emitted_by=em),
+           RunFinished(run_id=run_id, status="completed", step=2, emitted_by=em)]
+    st.append(run_stream(run_id), evs, expected_version=0)
+    return st, run_id, p0, p2
+
+
+def test_missing_checkpoint_names_the_setting(hand_log):
+    st, run_id, _, _ = hand_log
+    with pytest.raises(ExportError, match=r"logged no checkpoint for policy version 2; set run.checkpoint_blobs = true"):
+        resolve_policy_checkpoint(st, run_id, 2)
+    with pytest.raises(ExportError, match="not both"):
+        resolve_policy_checkpoint(st, run_id, 2, main=True)
+
+
+def test_promotion_figures_checkpoint_is_a_source(hand_log, tmp_path):
+    from evo_core.trainer.policy import HFPolicy
+
+    st, run_id, _, p2 = hand_log
+    ref = _state_blob(st, p2)
+    prom = Promoted(run_id=run_id, subject="policy", subject_id="2", step=2, gate="policy", harness_version_before=0,
+                    harness_version_after=0, figures={"checkpoint": {"digest": ref.digest, "size": ref.size,
+                                                                     "media_type": ref.media_type}})
+    st.append(run_stream(run_id), [prom], expected_version=st.stream_version(run_stream(run_id)))
+    res = resolve_policy_checkpoint(st, run_id, main=True)
+    assert (res.policy_version, res.checkpoint, res.source, res.main) == (2, ref, f"evo.Promoted#{prom.event_id}", True)
+    out = export_policy(st, run_id, str(tmp_path / "main"), main=True)
+    assert HFPolicy.from_pretrained(str(tmp_path / "main")).digest() == p2.digest()
+    assert out.event is not None and out.event.caused_by == (prom.event_id,)
+
+
+def test_a_restored_version_finds_the_blob_of_the_same_weights(hand_log):
+    st, run_id, p0, _ = hand_log
+    ref = _state_blob(st, p0)
+    stream = run_stream(run_id)
+    st.append(stream, [PolicyUpdated(run_id=run_id, step=2, policy_version=0, digest=p0.digest(), checkpoint=ref,
+                                     target="evo-serve#tiny"),
+                       PolicyUpdated(run_id=run_id, step=3, policy_version=3, digest=p0.digest(), target="restore")],
+              expected_version=st.stream_version(stream))
+    res = resolve_policy_checkpoint(st, run_id, 3)
+    assert res.checkpoint == ref and res.digest == p0.digest()
+    assert load_checkpoint_policy(st, res).digest() == p0.digest()
+
+
+def test_weights_that_do_not_match_the_log_are_refused(hand_log, tmp_path):
+    st, run_id, p0, p2 = hand_log
+    wrong = _state_blob(st, p2)
+    stream = run_stream(run_id)
+    st.append(stream, [PolicyUpdated(run_id=run_id, step=0, policy_version=0, digest=p0.digest(), checkpoint=wrong,
+                                     target="copy")], expected_version=st.stream_version(stream))
+    with pytest.raises(ExportError, match="but the log gives policy version 0 the weights"):
+        export_policy(st, run_id, str(tmp_path / "x"), policy_version=0)
+    assert not (tmp_path / "x").exists()
+    assert not any(isinstance(e, PolicyExported) for e in st.events(stream))
+
+
+def test_a_missing_blob_is_a_one_line_error(hand_log, tmp_path):
+    from evo_events import BlobRef
+
+    st, run_id, p0, _ = hand_log
+    stream = run_stream(run_id)
+    st.append(stream, [PolicyUpdated(run_id=run_id, step=0, policy_version=0, digest=p0.digest(),
+                                     checkpoint=BlobRef("0" * 64, 10, "application/x-torch-state-dict"), target="x")],
+              expected_version=st.stream_version(stream))
+    with pytest.raises(ExportError, match="missing") as e:
+        export_policy(st, run_id, str(tmp_path / "x"), policy_version=0)
+    assert "\n" not in str(e.value)
+
+
+def test_a_synced_directory_tar_is_a_source(hand_log, tmp_path):
+    from evo_core.trainer.http_engine import pack_directory
+
+    st, run_id, _, p2 = hand_log
+    p2.save(str(tmp_path / "sync"))
+    ref = st.blobs.put(pack_directory(str(tmp_path / "sync")), "application/x-tar")
+    stream = run_stream(run_id)
+    st.append(stream, [PolicyUpdated(run_id=run_id, step=2, policy_version=2, digest=p2.digest(), checkpoint=ref,
+                                     target="evo-serve#tiny")], expected_version=st.stream_version(stream))
+    res = export_policy(st, run_id, str(tmp_path / "out"), policy_version=2)
+    assert res.resolved.checkpoint == ref
+
+
+def test_an_unfinished_run_is_not_recorded_without_consent(hand_log, tmp_path):
+    from evo_core.trainer.policy import HFPolicy
+    from evo_core.trainer.tiny import TinyModelConfig
+
+    st = open_store("memory://")
+    p = HFPolicy.tiny(TinyModelConfig(**TINY), seed=1)
+    stream = run_stream("live")
+    st.append(stream, [RunStarted(run_id="live", config=_tiny_config(), config_hash="h", seed=0, harness_mode="fixed",
+                                  code_version="0", started_at="2026-01-01T00:00:00Z"),
+                       PolicyUpdated(run_id="live", step=0, policy_version=0, digest=p.digest(),
+                                     checkpoint=_state_blob(st, p))], expected_version=0)
+    with pytest.raises(ExportError, match="has not finished"):
+        export_policy(st, "live", str(tmp_path / "a"))
+    res = export_policy(st, "live", str(tmp_path / "b"), record=False)
+    assert res.event is None and st.stream_version(stream) == 2
+    res = export_policy(st, "live", str(tmp_path / "c"), allow_unfinished=True)
+    assert res.event is not None and st.stream_version(stream) == 3
