@@ -279,3 +279,34 @@ def test_an_unfinished_run_is_not_recorded_without_consent(hand_log, tmp_path):
     assert res.event is None and st.stream_version(stream) == 2
     res = export_policy(st, "live", str(tmp_path / "c"), allow_unfinished=True)
     assert res.event is not None and st.stream_version(stream) == 3
+
+
+# --- LoRA: merged weights, or the adapter alone ---------------------------------------------
+
+
+def test_lora_run_exports_merged_weights_or_the_adapter(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from evo_core.trainer.policy import HFPolicy
+    from evo_core.trainer.tiny import TinyModelConfig
+
+    base = tmp_path / "base"
+    HFPolicy.tiny(TinyModelConfig(**TINY), seed=0).save(str(base))
+    url, run_id = tiny_quickstart_run(tmp_path, "--set", "policy.kind=hf", "--set", f"policy.path={json.dumps(str(base))}",
+                                      "--set", "policy.lora.enabled=true", "--set", "sft.lr=5e-2", "--set", "rl.lr=5e-2")
+    for args in (["-o", str(tmp_path / "merged")], ["-o", str(tmp_path / "adapter"), "--adapter"]):
+        r = evo("export", run_id, "--store", url, "--json", *args)
+        assert r.returncode == 0, r.stderr
+    assert "adapter_config.json" in os.listdir(tmp_path / "adapter")
+    assert "adapter_config.json" not in os.listdir(tmp_path / "merged")
+    version = resolve_policy_checkpoint(open_store(url), run_id, main=True).policy_version
+    ref = _reference_policy(url, run_id, version)  # the peft model with the logged weights
+    assert HFPolicy.load(str(tmp_path / "adapter")).digest() == _updates(url, run_id)[version].digest
+    ids = torch.tensor([ref.encode_prompt(PROMPT)])
+    with torch.no_grad():
+        want = ref.model(input_ids=ids).logits
+        merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"), local_files_only=True)(input_ids=ids).logits
+        adapter = AutoModelForCausalLM.from_pretrained(str(tmp_path / "adapter"), local_files_only=True)(input_ids=ids).logits
+        plain = AutoModelForCausalLM.from_pretrained(str(base), local_files_only=True)(input_ids=ids).logits
+    assert torch.allclose(merged, want, atol=1e-5) and torch.allclose(adapter, want, atol=1e-5)
+    assert (plain - want).abs().max() > 1e-3  # the adapter changed the model: the comparison is not vacuous
