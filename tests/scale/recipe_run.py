@@ -20,7 +20,8 @@ def q(value: str) -> str:
 
 def cpu_overrides(*, model: Path, train: Path, heldout: Path, work: Path, server: str) -> list[str]:
     """What changes between the GPU cluster and this CPU box: the model and the data, the
-    sizes (2 steps, a few prompts, short replies), the device, and the rollout server."""
+    sizes (2 steps, a few prompts, short replies, 1-step backtests), the device, and the
+    rollout server."""
     rollout = (f'{{engine = "http", base_url = {q(server + "/v1")}, model = "policy", sync_mode = "checkpoint", '
                f'sync_dir = {q(str(work / "sync"))}}}')
     sets = {
@@ -30,6 +31,7 @@ def cpu_overrides(*, model: Path, train: Path, heldout: Path, work: Path, server
         "run.checkpoint_dir": q(str(work / "ckpt")),
         "rl.prompts_per_step": "4", "rl.group_size": "4", "rl.max_new_tokens": "3", "rl.overlong_buffer": "1",
         "eval.samples": "1",
+        "harness.backtest.k_steps": "1",  # an online A/B trains control and treatment this many steps each
         "distributed.accelerator": q("cpu"), "distributed.precision": q("fp32"),
         "rollout": rollout,
     }
