@@ -13,7 +13,7 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("export")
     def export_cmd(
-        run_id: str = typer.Argument(..., help="The run whose policy to export."),
+        run_id: str = typer.Argument(..., metavar="RUN", help="The run whose policy to export."),
         output: str = typer.Option(..., "-o", "--output", help="Directory to write (transformers save_pretrained layout)."),
         policy_version: Optional[int] = typer.Option(None, "--policy-version", help="Export this policy version."),
         main: bool = typer.Option(False, "--main", help="Export the main line: the last version a policy gate promoted (the default)."),
@@ -25,8 +25,10 @@ def register(app: typer.Typer) -> None:
         no_record: bool = typer.Option(False, "--no-record", help="Do not append PolicyExported to the run's log."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
-        """Write a run's policy as a transformers directory (AutoModelForCausalLM / AutoTokenizer
-        load it; `evo serve DIR` serves it) and log PolicyExported to the run."""
+        """Write a run's policy as a transformers directory and log PolicyExported to the run.
+
+        AutoModelForCausalLM and AutoTokenizer load the directory offline; `evo serve DIR` serves it.
+        """
         from evo_core.cli.app import fail
         from evo_core.export import ExportError, export_policy
         from evo_core.store import open_store
