@@ -124,7 +124,8 @@ def rl_run(work: Path, model: Path, train: Path, held: Path, url: str, args: arg
     rollout = (f'{{engine = "http", base_url = {q(url + "/v1")}, model = "policy", sync_mode = "checkpoint", '
                f'sync_dir = {q(str(work / "sync"))}, timeout_s = 600.0}}')
     sets = {"policy.path": q(str(model)), "policy.dtype": q(args.dtype), "task.train": q(str(train)),
-            "task.heldout": q(str(held)), "run.device": q(args.device), "run.steps": str(args.steps),
+            "task.test": q(str(held)), "task.validation_fraction": "0.125",  # ~8 of the 64 train rows
+            "run.device": q(args.device), "run.steps": str(args.steps),
             "run.eval_every": str(args.steps), "run.checkpoint_dir": q(str(work / "ckpt")),
             "rl.prompts_per_step": str(args.prompts), "rl.group_size": str(args.group),
             "rl.max_new_tokens": str(args.max_new_tokens), "rl.overlong_buffer": str(max(1, args.max_new_tokens // 8)),

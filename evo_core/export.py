@@ -6,13 +6,17 @@ version (or the main line); ``export_policy`` rebuilds the run's model from its 
 config, loads the blob, checks the weights digest against the log, writes
 ``save_pretrained`` plus the tokenizer, and appends ``PolicyExported`` to the run's stream.
 
-Where a checkpoint blob can be, in the order looked at:
+Where the weights of version N can be, in the order looked at:
 
-1. ``PolicyUpdated(policy_version=N).checkpoint`` (written when ``run.checkpoint_blobs``);
-2. on the ``Promoted(subject="policy", subject_id=N)`` that made N the main line: a
-   ``checkpoint`` field, or ``figures["checkpoint"]`` (a BlobRef as a mapping);
+1. ``PolicyUpdated(policy_version=N).checkpoint``: every version's weights with
+   ``run.checkpoint_blobs``; the starting weights (v0) always in an evolving run;
+2. on the ``Promoted(subject="policy", subject_id=N)`` that made N the main line: its
+   ``checkpoint`` (or, in logs written before it had one, ``figures["checkpoint"]``);
 3. any ``PolicyUpdated`` whose weights digest equals N's (a restore gives the main line's
-   weights a new version number; the weights, and so the blob, are the same).
+   weights a new version number; the weights, and so the blob, are the same);
+4. the resume checkpoint a ``StepCompleted(policy_version=N)`` recorded (path and sha256),
+   while the file is still there: a run removes its resume checkpoints when it ends, so this
+   serves runs that were killed.
 """
 
 from __future__ import annotations
@@ -30,13 +34,24 @@ import attrs
 
 from evo_core.state import fold
 from evo_core.store import run_stream
-from evo_events import BlobRef, Emitter, Event, PolicyExported, PolicyUpdated, Promoted, RunFinished, RunStarted
+from evo_events import (
+    BlobRef,
+    Emitter,
+    Event,
+    PolicyExported,
+    PolicyUpdated,
+    Promoted,
+    RunFinished,
+    RunStarted,
+    StepCompleted,
+)
 
 EXPORTER = Emitter("evo_export", "1")
-STATE_DICT_MEDIA = "application/x-torch-state-dict"  # what the run loop writes (torch.save of a state dict)
+SNAPSHOT_MEDIA = "application/x-evo-snapshot"  # torch.save of {"model", "optimizer", "policy_version"} (trainer.port)
+STATE_DICT_MEDIA = "application/x-torch-state-dict"  # torch.save of a bare state dict (older logs)
 TAR_MEDIA = "application/x-tar"  # a saved policy directory (HTTP weight sync, sync_and_record)
 PROVENANCE_FILE = "evo_export.json"
-_LOG_TYPES = (RunStarted.TYPE, PolicyUpdated.TYPE, Promoted.TYPE, RunFinished.TYPE)
+_LOG_TYPES = (RunStarted.TYPE, PolicyUpdated.TYPE, Promoted.TYPE, StepCompleted.TYPE, RunFinished.TYPE)
 
 
 class ExportError(RuntimeError):
@@ -49,9 +64,10 @@ class ResolvedCheckpoint:
 
     run_id: str
     policy_version: int
-    digest: str  # the weights digest the log gave this version ("" if no PolicyUpdated named it)
-    checkpoint: BlobRef  # the weights source: a blob in the run's store
-    source: str  # "<event type>#<event id>" of the event that named the blob
+    digest: str  # the weights digest the log gave this version ("" if no event named one)
+    checkpoint: Optional[BlobRef]  # the weights source: a blob in the run's store, or
+    checkpoint_file: Optional[Mapping[str, str]] = None  # a resume checkpoint {"path", "sha256"}
+    source: str  # "<event type>#<event id>" of the event that named the weights
     source_event_id: str
     main: bool  # this version is the run's main line
     adapter: bool  # the blob holds a LoRA adapter directory only
@@ -79,7 +95,14 @@ def blob_ref(value: Any) -> Optional[BlobRef]:
 
 
 def _promotion_checkpoint(ev: Promoted) -> Optional[BlobRef]:
-    return blob_ref(getattr(ev, "checkpoint", None)) or blob_ref((ev.figures or {}).get("checkpoint"))
+    return blob_ref(ev.checkpoint) or blob_ref((ev.figures or {}).get("checkpoint"))
+
+
+def _resume_file(ev: StepCompleted) -> Optional[Mapping[str, str]]:
+    rec = ev.resume_checkpoint
+    if isinstance(rec, Mapping) and rec.get("path") and os.path.isfile(rec["path"]):
+        return rec
+    return None
 
 
 def resolve_policy_checkpoint(store: Any, run_id: str, policy_version: Optional[int] = None, *,
@@ -100,20 +123,24 @@ def resolve_policy_checkpoint(store: Any, run_id: str, policy_version: Optional[
         known = sorted({e.policy_version for e in updates})
         span = f"versions {known[0]}..{known[-1]}" if known else "no policy versions"
         raise ExportError(f"run {run_id!r} has no policy version {version} (its log names {span})")
-    digest = own[0].digest if own else ""
+    digest = own[0].digest if own else next((p.digest for p in promotions if p.digest), "")
     candidates: list[tuple[Event, Optional[BlobRef]]] = [(e, e.checkpoint) for e in own]
     candidates += [(e, _promotion_checkpoint(e)) for e in promotions]
     if digest:
         candidates += [(e, e.checkpoint) for e in updates if e.digest == digest and e.policy_version != version]
-    for ev, ref in candidates:
-        if ref is not None:
-            return ResolvedCheckpoint(run_id=run_id, policy_version=version, digest=digest, checkpoint=ref,
-                                      source=f"{ev.TYPE}#{ev.event_id}", source_event_id=ev.event_id,
-                                      main=version == state.main_policy_version,
-                                      adapter=bool(getattr(ev, "adapter", False)),
-                                      config=events[0].config, status=state.status)
-    raise ExportError(f"run {run_id!r} logged no checkpoint for policy version {version}; "
-                      "set run.checkpoint_blobs = true for runs you want to export")
+    found: list[tuple[Event, Optional[BlobRef], Optional[Mapping[str, str]]]] = [
+        (ev, ref, None) for ev, ref in candidates if ref is not None]
+    found += [(e, None, _resume_file(e)) for e in reversed(events)
+              if isinstance(e, StepCompleted) and e.policy_version == version and _resume_file(e)]
+    if not found:
+        raise ExportError(f"run {run_id!r} logged no checkpoint for policy version {version}; a run keeps the "
+                          "weights of its main line only, unless run.checkpoint_blobs = true")
+    ev, ref, file = found[0]
+    return ResolvedCheckpoint(run_id=run_id, policy_version=version, digest=digest, checkpoint=ref,
+                              checkpoint_file=dict(file) if file else None, source=f"{ev.TYPE}#{ev.event_id}",
+                              source_event_id=ev.event_id, main=version == state.main_policy_version,
+                              adapter=bool(getattr(ev, "adapter", False)), config=events[0].config,
+                              status=state.status)
 
 
 # --- rebuilding the weights -----------------------------------------------------------------
@@ -122,30 +149,53 @@ def resolve_policy_checkpoint(store: Any, run_id: str, policy_version: Optional[
 def load_checkpoint_policy(store: Any, resolved: ResolvedCheckpoint, *, device: str = "cpu") -> Any:
     """The run's policy (model and tokenizer) with the resolved weights, checked against
     the log's weights digest."""
-    try:
-        data = store.blobs.get(resolved.checkpoint)
-    except Exception as exc:  # BlobError: missing or corrupted
-        raise ExportError(f"policy version {resolved.policy_version} of run {resolved.run_id!r}: {exc}") from None
-    media = resolved.checkpoint.media_type
-    if media == STATE_DICT_MEDIA:
-        policy = _policy_from_state_dict(resolved, data, device)
-    elif media == TAR_MEDIA:
-        policy = _policy_from_tar(data, device)
+    if resolved.checkpoint is None:
+        policy = _policy_from_state_dict(resolved, _read_resume_file(resolved), device)
     else:
-        raise ExportError(f"checkpoint {resolved.checkpoint.digest[:12]} ({resolved.source}) has media type "
-                          f"{media!r}; export reads {STATE_DICT_MEDIA!r} and {TAR_MEDIA!r}")
+        try:
+            data = store.blobs.get(resolved.checkpoint)
+        except Exception as exc:  # BlobError: missing or corrupted
+            raise ExportError(f"policy version {resolved.policy_version} of run {resolved.run_id!r}: {exc}") from None
+        media = resolved.checkpoint.media_type
+        if media in (SNAPSHOT_MEDIA, STATE_DICT_MEDIA):
+            policy = _policy_from_state_dict(resolved, data, device)
+        elif media == TAR_MEDIA:
+            policy = _policy_from_tar(data, device)
+        else:
+            raise ExportError(f"checkpoint {resolved.checkpoint.digest[:12]} ({resolved.source}) has media type "
+                              f"{media!r}; export reads {SNAPSHOT_MEDIA!r}, {STATE_DICT_MEDIA!r} and {TAR_MEDIA!r}")
     if resolved.digest:
         got = policy.digest()
         if got != resolved.digest:
-            raise ExportError(f"checkpoint {resolved.checkpoint.digest[:12]} hashes to weights {got[:12]}, but the log "
+            raise ExportError(f"checkpoint {_name(resolved)} hashes to weights {got[:12]}, but the log "
                               f"gives policy version {resolved.policy_version} the weights {resolved.digest[:12]}")
     return policy
+
+
+def _name(resolved: ResolvedCheckpoint) -> str:
+    if resolved.checkpoint is not None:
+        return resolved.checkpoint.digest[:12]
+    return str((resolved.checkpoint_file or {}).get("path"))
+
+
+def _read_resume_file(resolved: ResolvedCheckpoint) -> bytes:
+    import hashlib
+
+    rec = resolved.checkpoint_file or {}
+    try:
+        with open(rec["path"], "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise ExportError(f"resume checkpoint of policy version {resolved.policy_version}: {exc}") from None
+    if rec.get("sha256") and hashlib.sha256(data).hexdigest() != rec["sha256"]:
+        raise ExportError(f"resume checkpoint {rec['path']} does not match the sha256 the log recorded")
+    return data
 
 
 def _run_policy(config: Mapping[str, Any], device: str) -> Any:
     """The run's model as its config builds it (weights to be replaced)."""
     from evo_core.config import ConfigError, config_from_dict
-    from evo_core.loop import RunError, build_policy
+    from evo_core.run_setup import RunError, build_policy
 
     cfg_dict = json.loads(json.dumps(dict(config)))
     cfg_dict.setdefault("run", {})["device"] = device
@@ -162,12 +212,14 @@ def _policy_from_state_dict(resolved: ResolvedCheckpoint, data: bytes, device: s
     try:
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)  # never unpickle code
     except Exception as exc:
-        raise ExportError(f"checkpoint {resolved.checkpoint.digest[:12]} is not a torch state dict: {exc}") from None
+        raise ExportError(f"checkpoint {_name(resolved)} is not a torch checkpoint: {exc}") from None
+    if isinstance(state, dict) and isinstance(state.get("model"), dict):  # a snapshot or a resume checkpoint
+        state = state["model"]
     try:
         policy.load_state_dict(state)
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()
-        raise ExportError(f"checkpoint {resolved.checkpoint.digest[:12]} does not fit the run's model: "
+        raise ExportError(f"checkpoint {_name(resolved)} does not fit the run's model: "
                           f"{' '.join(first[:2])[:300]}") from None
     return policy
 
@@ -250,7 +302,8 @@ def export_policy(store: Any, run_id: str, out_dir: str, *, policy_version: Opti
         merged = _write(policy, tmp, adapter=adapter)
         exported_at = _now()
         provenance = {"run_id": run_id, "policy_version": resolved.policy_version, "digest": resolved.digest,
-                      "checkpoint": attrs.asdict(resolved.checkpoint), "source": resolved.source,
+                      "checkpoint": attrs.asdict(resolved.checkpoint) if resolved.checkpoint else None,
+                      "checkpoint_file": resolved.checkpoint_file, "source": resolved.source,
                       "main": resolved.main, "adapter": adapter, "merged": merged, "exported_at": exported_at}
         with open(os.path.join(tmp, PROVENANCE_FILE), "w") as fh:
             json.dump(provenance, fh, indent=2, sort_keys=True)
@@ -264,7 +317,9 @@ def export_policy(store: Any, run_id: str, out_dir: str, *, policy_version: Opti
     event = None
     if record:
         event = PolicyExported(run_id=run_id, policy_version=resolved.policy_version, digest=resolved.digest,
-                               output_dir=out, checkpoint=resolved.checkpoint, source=resolved.source,
+                               output_dir=out, checkpoint=resolved.checkpoint,
+                               checkpoint_file=dict(resolved.checkpoint_file) if resolved.checkpoint_file else None,
+                               source=resolved.source,
                                main=resolved.main, adapter=adapter, merged=merged, exported_at=exported_at,
                                caused_by=(resolved.source_event_id,), emitted_by=EXPORTER)
         _record(store, run_id, event)

@@ -205,14 +205,16 @@ class PolicyExported(Event):
     """``evo export`` wrote a policy out as a transformers directory.
 
     ``digest`` is the weights digest the log gave that version (``PolicyUpdated.digest``),
-    checked against the exported weights; ``checkpoint`` the blob they were read from;
-    ``source`` the event that named that blob. ``adapter``: the LoRA adapter alone was
+    checked against the exported weights; ``checkpoint`` the blob they were read from, or
+    ``checkpoint_file`` the resume checkpoint (``{"path", "sha256"}``); ``source`` the
+    event that named them. ``adapter``: the LoRA adapter alone was
     written; ``merged``: LoRA weights were merged into the base model."""
 
     policy_version: int
     digest: str
     output_dir: str
     checkpoint: Optional[BlobRef] = None
+    checkpoint_file: Optional[dict[str, str]] = None
     source: str = ""
     main: bool = False  # the version was chosen as the run's main line (--main)
     adapter: bool = False

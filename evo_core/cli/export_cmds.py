@@ -49,8 +49,9 @@ def register(app: typer.Typer) -> None:
         finally:
             st.close()
         r = res.resolved
+        source = r.checkpoint.digest if r.checkpoint else str((r.checkpoint_file or {}).get("path"))
         row = {"run_id": r.run_id, "policy_version": r.policy_version, "main": r.main, "digest": r.digest,
-               "checkpoint": r.checkpoint.digest, "source": r.source, "output_dir": res.output_dir,
+               "checkpoint": source, "source": r.source, "output_dir": res.output_dir,
                "adapter": res.adapter, "merged": res.merged, "files": list(res.files),
                "event_id": res.event.event_id if res.event else None}
         if as_json:
@@ -58,5 +59,6 @@ def register(app: typer.Typer) -> None:
             return
         what = "LoRA adapter" if res.adapter else ("merged LoRA weights" if res.merged else "weights")
         line = (f"exported run {r.run_id} policy v{r.policy_version}{' (main line)' if r.main else ''}: {what} "
-                f"{r.digest[:12] or '?'} from checkpoint {r.checkpoint.digest[:12]} to {res.output_dir}")
+                f"{r.digest[:12] or '?'} from checkpoint {source if r.checkpoint is None else source[:12]} "
+                f"to {res.output_dir}")
         typer.echo(line + ("" if res.event else " (not recorded)"))

@@ -25,7 +25,7 @@ TINY_RUN = [
     "--set", "sft.steps=5", "--set", "sft.batch_size=16", "--set", 'sft.cache_dir=""',
     "--set", "policy.tiny.hidden_size=32", "--set", "policy.tiny.num_layers=1", "--set", "policy.tiny.num_heads=2",
     "--set", "policy.tiny.num_kv_heads=2", "--set", "policy.tiny.intermediate_size=64",
-    "--set", 'task.train="generate://addition?digits=1&heldout=8&seed=0"',
+    "--set", 'task.train="generate://addition?digits=1&validation=8&test=8&seed=0"',
     "--set", "rl.prompts_per_step=8", "--set", "rl.group_size=8", "--set", "rl.warmup_steps=0", "--set", "rl.lr=1e-2",
     "--set", "eval.samples=1",
 ]

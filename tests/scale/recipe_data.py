@@ -55,7 +55,7 @@ def math_files(root: Path) -> tuple[Path, Path]:
     rows as those datasets spell them."""
     train = [{"problem": f"Compute {a} + {b}.", "answer": str(a + b), "source": "synthetic",
               "domain": ["Mathematics -> Algebra -> Prealgebra"], "llama8b_solve_rate": 0.5}
-             for a, b in [(1, 2), (2, 2), (3, 1), (1, 1), (2, 5), (3, 3)]]
+             for a in range(8) for b in range(5)]
     held = [
         {"ID": "2024-I-1", "Problem": "Find 3 + 4.", "Solution": "Adding gives $\\boxed{7}$.", "Answer": 7},
         {"problem_idx": 1, "problem": "Find 2 + 6.", "answer": "8"},
@@ -75,7 +75,7 @@ def code_files(root: Path) -> tuple[Path, Path]:
     silent = {"question": "Read nothing. Print nothing.",
               "input_output": json.dumps({"inputs": [""], "outputs": [""]}),
               "solutions": json.dumps(["pass"]), "starter_code": "", "difficulty": "EASY", "source": "synthetic"}
-    train = [dict(silent, id=f"taco-{i}") for i in range(3)] + [
+    train = [dict(silent, id=f"taco-{i}") for i in range(39)] + [
         {"id": "taco-sum", "question": "Read two integers and print their sum.",
          "input_output": json.dumps({"inputs": ["1 2\n", "5 7\n"], "outputs": ["3\n", "12\n"]}),
          "solutions": json.dumps(["a, b = map(int, input().split())\nprint(a + b)"]), "starter_code": "",
@@ -131,6 +131,6 @@ def swe_files(root: Path) -> tuple[Path, Path]:
            "PASS_TO_PASS": json.dumps(["tests/test_ops.py::test_add"]), "version": "0.1",
            "created_at": "2025-01-01T00:00:00Z", "hints_text": "", "environment_setup_commit": base}
     train = [dict(row, instance_id=f"calc__calc-{i}",
-                  problem_statement="mean([1, 2]) returns 1; it should return 1.5.") for i in range(2)]
+                  problem_statement="mean([1, 2]) returns 1; it should return 1.5.") for i in range(8)]
     held = [dict(row, instance_id="calc__calc-heldout", problem_statement="mean() floors: mean([1, 2]) == 1.")]
     return _jsonl(root / "train_tasks.jsonl", train), _jsonl(root / "heldout_tasks.jsonl", held)

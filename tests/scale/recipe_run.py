@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from export_testlib import ROOT, evo, run_json
+from .export_testlib import ROOT, evo, run_json
 
 RECIPES = ROOT / "configs" / "recipes"
 
@@ -18,15 +18,16 @@ def q(value: str) -> str:
     return json.dumps(value)
 
 
-def cpu_overrides(*, model: Path, train: Path, heldout: Path, work: Path, server: str) -> list[str]:
+def cpu_overrides(*, model: Path, train: Path, test: Path, work: Path, server: str) -> list[str]:
     """What changes between the GPU cluster and this CPU box: the model and the data, the
-    sizes (2 steps, a few prompts, short replies, 1-step backtests), the device, and the
-    rollout server."""
+    sizes (2 steps, a few prompts, short replies, 1-step backtests, a quarter of the small
+    train file as validation), the device, and the rollout server."""
     rollout = (f'{{engine = "http", base_url = {q(server + "/v1")}, model = "policy", sync_mode = "checkpoint", '
                f'sync_dir = {q(str(work / "sync"))}}}')
     sets = {
         "policy.path": q(str(model)), "policy.dtype": q("float32"),
-        "task.train": q(str(train)), "task.heldout": q(str(heldout)),
+        "task.train": q(str(train)), "task.test": q(str(test)),
+        "task.validation_fraction": "0.25",  # the recipes carve 2% of train; a few of 40 rows here
         "run.device": q("cpu"), "run.steps": "2", "run.eval_every": "2", "run.threads": "1",
         "run.checkpoint_dir": q(str(work / "ckpt")),
         "rl.prompts_per_step": "4", "rl.group_size": "4", "rl.max_new_tokens": "3", "rl.overlong_buffer": "1",

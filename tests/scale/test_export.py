@@ -20,8 +20,8 @@ from evo_core.export import (
     resolve_policy_checkpoint,
 )
 from evo_core.store import open_store, run_stream
-from evo_events import Emitter, PolicyExported, PolicyUpdated, Promoted, RunFinished, RunStarted
-from export_testlib import evo, evo_serve, tiny_quickstart_run
+from evo_events import Emitter, PolicyExported, PolicyUpdated, Promoted, RunFinished, RunStarted, StepCompleted
+from .export_testlib import evo, evo_serve, tiny_quickstart_run
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -189,7 +189,8 @@ def hand_log():
 
 def test_missing_checkpoint_names_the_setting(hand_log):
     st, run_id, _, _ = hand_log
-    with pytest.raises(ExportError, match=r"logged no checkpoint for policy version 2; set run.checkpoint_blobs = true"):
+    with pytest.raises(ExportError, match=r"logged no checkpoint for policy version 2; a run keeps the weights of its main line only, "
+                                          r"unless run.checkpoint_blobs = true"):
         resolve_policy_checkpoint(st, run_id, 2)
     with pytest.raises(ExportError, match="not both"):
         resolve_policy_checkpoint(st, run_id, 2, main=True)
@@ -310,3 +311,47 @@ def test_lora_run_exports_merged_weights_or_the_adapter(tmp_path):
         plain = AutoModelForCausalLM.from_pretrained(str(base), local_files_only=True)(input_ids=ids).logits
     assert torch.allclose(merged, want, atol=1e-5) and torch.allclose(adapter, want, atol=1e-5)
     assert (plain - want).abs().max() > 1e-3  # the adapter changed the model: the comparison is not vacuous
+
+
+def test_a_promotion_checkpoint_field_is_a_source(hand_log, tmp_path):
+    from evo_core.trainer.policy import HFPolicy
+
+    st, run_id, _, p2 = hand_log
+    buf = io.BytesIO()
+    torch.save({"model": p2.state_dict(), "optimizer": None, "policy_version": 2}, buf)  # the loop's snapshot blob
+    ref = st.blobs.put(buf.getvalue(), "application/x-evo-snapshot")
+    prom = Promoted(run_id=run_id, subject="policy", subject_id="2", step=2, gate="policy", harness_version_before=0,
+                    harness_version_after=0, checkpoint=ref, digest=p2.digest())
+    st.append(run_stream(run_id), [prom], expected_version=st.stream_version(run_stream(run_id)))
+    res = export_policy(st, run_id, str(tmp_path / "main"))  # no version given: the main line
+    assert (res.resolved.policy_version, res.resolved.checkpoint, res.resolved.main) == (2, ref, True)
+    assert HFPolicy.from_pretrained(str(tmp_path / "main")).digest() == p2.digest()
+
+
+def test_a_killed_runs_resume_checkpoint_is_a_source(tmp_path):
+    import hashlib
+
+    from evo_core.trainer.policy import HFPolicy
+    from evo_core.trainer.tiny import TinyModelConfig
+
+    st = open_store("memory://")
+    p = HFPolicy.tiny(TinyModelConfig(**TINY), seed=3)
+    path = tmp_path / "step-000001.pt"
+    torch.save({"model": p.state_dict(), "optimizer": {}, "step": 1, "policy_version": 1}, str(path))
+    rec = {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    stream = run_stream("killed")
+    st.append(stream, [RunStarted(run_id="killed", config=_tiny_config(), config_hash="h", seed=0, harness_mode="fixed",
+                                  code_version="0", started_at="2026-01-01T00:00:00Z"),
+                       StepCompleted(run_id="killed", step=1, policy_version=1, harness_version=0, metrics={},
+                                     resume_checkpoint=rec),
+                       PolicyUpdated(run_id="killed", step=1, policy_version=1, digest=p.digest())], expected_version=0)
+    res = export_policy(st, "killed", str(tmp_path / "out"), policy_version=1, allow_unfinished=True)
+    assert res.resolved.checkpoint is None and res.resolved.checkpoint_file == rec
+    assert res.event is not None and res.event.checkpoint_file == rec
+    assert HFPolicy.from_pretrained(str(tmp_path / "out")).digest() == p.digest()
+    path.write_bytes(path.read_bytes() + b"x")  # the file no longer matches the log
+    with pytest.raises(ExportError, match="does not match the sha256 the log recorded"):
+        export_policy(st, "killed", str(tmp_path / "out2"), policy_version=1, record=False)
+    path.unlink()  # a finished run removed its resume checkpoints: nothing is left to export
+    with pytest.raises(ExportError, match="logged no checkpoint for policy version 1"):
+        resolve_policy_checkpoint(st, "killed", 1)

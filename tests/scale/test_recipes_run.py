@@ -16,9 +16,9 @@ import pytest
 
 from evo_core.store import open_store, run_stream
 from evo_events import EvalCompleted, PolicyUpdated, RolloutCompleted, RunStarted, StepCompleted
-from export_testlib import evo, evo_serve
-from recipe_data import build_model, code_files, math_files, swe_files
-from recipe_run import RECIPES, cpu_overrides, q, run_recipe
+from .export_testlib import evo, evo_serve
+from .recipe_data import build_model, code_files, math_files, swe_files
+from .recipe_run import RECIPES, cpu_overrides, q, run_recipe
 
 PROMPTS, GROUP = 4, 4  # cpu_overrides' sizes
 
@@ -34,9 +34,9 @@ def work():
 
 def _run(name: str, work: Path, files, *extra: str) -> tuple[list, str]:
     model = build_model(work / "model")
-    train, heldout = files(work / "data")
+    train, test = files(work / "data")
     with evo_serve(str(model), name="policy") as base:
-        url, run_id = run_recipe(name, work, [*cpu_overrides(model=model, train=train, heldout=heldout, work=work,
+        url, run_id = run_recipe(name, work, [*cpu_overrides(model=model, train=train, test=test, work=work,
                                                              server=base), *extra])
     st = open_store(url)
     try:
@@ -46,7 +46,7 @@ def _run(name: str, work: Path, files, *extra: str) -> tuple[list, str]:
         st.close()
 
 
-def _check_run(events: list, *, recipe: str, prompts: int, group: int, heldout: int, signal: str) -> dict[int, str]:
+def _check_run(events: list, *, recipe: str, prompts: int, group: int, test: int, signal: str) -> dict[int, str]:
     """What every recipe run must show; returns the trainer's weights digest per version."""
     started = events[0]
     assert isinstance(started, RunStarted) and started.harness_mode == "evolving"
@@ -60,7 +60,9 @@ def _check_run(events: list, *, recipe: str, prompts: int, group: int, heldout: 
     assert all(r.infra_error is None and r.reward is not None for r in rollouts)  # graded by the domain
     assert all(signal in r.signals for r in rollouts)
     evals = [e for e in events if isinstance(e, EvalCompleted)]
-    assert [(e.step, e.n) for e in evals] == [(0, heldout), (2, heldout)]
+    validation = [(e.step, e.n) for e in evals if e.split == "validation"]
+    assert [st for st, _ in validation] == [0, 2] and validation[0][1] == validation[1][1] > 0  # carved from train
+    assert [(e.step, e.n) for e in evals if e.split == "test"] == [(0, test), (2, test)]
     trainer = {e.policy_version: e.digest for e in events if isinstance(e, PolicyUpdated) and e.target == "trainer"}
     synced = {e.policy_version: e.digest for e in events if isinstance(e, PolicyUpdated) and e.target == "policy"}
     assert sorted(trainer) == [0, 1, 2] and synced == trainer  # every version reached the rollout server
@@ -76,14 +78,14 @@ def _recipe_table(name: str) -> dict:
 @pytest.mark.slow
 def test_math_recipe_runs_two_rl_steps(work):
     events, _ = _run("math", work, math_files)
-    digests = _check_run(events, recipe="math", prompts=PROMPTS, group=GROUP, heldout=3, signal="lenient_correct")
+    digests = _check_run(events, recipe="math", prompts=PROMPTS, group=GROUP, test=3, signal="lenient_correct")
     assert digests[2] != digests[0]  # DAPO found groups with variance and moved the weights
 
 
 @pytest.mark.slow
 def test_code_recipe_runs_two_rl_steps(work):
     events, _ = _run("code", work, code_files)
-    digests = _check_run(events, recipe="code", prompts=PROMPTS, group=GROUP, heldout=1, signal="pass_fraction")
+    digests = _check_run(events, recipe="code", prompts=PROMPTS, group=GROUP, test=1, signal="pass_fraction")
     assert digests[2] != digests[0]
     sandboxed = [e for e in events if isinstance(e, RolloutCompleted)]
     assert {r.signals["extraction"] for r in sandboxed} == {"raw"} and any(r.reward == 1.0 for r in sandboxed)
@@ -103,7 +105,7 @@ def swe_run():
 @pytest.mark.slow
 def test_swe_recipe_runs_two_rl_steps(swe_run):
     events, _ = swe_run
-    _check_run(events, recipe="swe", prompts=2, group=2, heldout=1, signal="patch_source")
+    _check_run(events, recipe="swe", prompts=2, group=2, test=1, signal="patch_source")
     rollouts = [e for e in events if isinstance(e, RolloutCompleted)]
     # graded in the sandbox after a pristine reset: the hidden F2P test ran and failed (no fix)
     assert all(r.signals["sandbox"] and r.signals["f2p_passed"] == 0 for r in rollouts)
@@ -140,7 +142,7 @@ def test_each_missing_path_is_named_in_turn(tmp_path):
     train = tmp_path / "train.jsonl"
     train.write_text("")
     line = _missing_path_error("math", tmp_path, "--set", f"task.train={q(str(train))}")
-    assert "config key 'task.heldout'" in line and "1 more: policy.path" in line
+    assert "config key 'task.test'" in line and "1 more: policy.path" in line
     line = _missing_path_error("math", tmp_path, "--set", f"task.train={q(str(train))}",
-                               "--set", f"task.heldout={q(str(train))}")
+                               "--set", f"task.test={q(str(train))}")
     assert "config key 'policy.path'" in line
