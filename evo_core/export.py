@@ -4,7 +4,9 @@ The log says which weights each policy version had (``PolicyUpdated.digest``) an
 they were stored (a checkpoint blob). ``resolve_policy_checkpoint`` finds that blob for a
 version (or the main line); ``export_policy`` rebuilds the run's model from its logged
 config, loads the blob, checks the weights digest against the log, writes
-``save_pretrained`` plus the tokenizer, and appends ``PolicyExported`` to the run's stream.
+``save_pretrained`` plus the tokenizer, and appends ``PolicyExported`` to the run's export
+stream ``export-<run>``: a finished run's own stream ends at its sealed ``RunFinished``, and
+a live run's stream belongs to its trainer, so the record goes beside it, as a replay's does.
 
 Where the weights of version N can be, in the order looked at:
 
@@ -41,17 +43,17 @@ from evo_events import (
     PolicyExported,
     PolicyUpdated,
     Promoted,
-    RunFinished,
     RunStarted,
     StepCompleted,
 )
 
 EXPORTER = Emitter("evo_export", "1")
+EXPORT_PREFIX = "export-"
 SNAPSHOT_MEDIA = "application/x-evo-snapshot"  # torch.save of {"model", "optimizer", "policy_version"} (trainer.port)
 STATE_DICT_MEDIA = "application/x-torch-state-dict"  # torch.save of a bare state dict (older logs)
 TAR_MEDIA = "application/x-tar"  # a saved policy directory (HTTP weight sync, sync_and_record)
 PROVENANCE_FILE = "evo_export.json"
-_LOG_TYPES = (RunStarted.TYPE, PolicyUpdated.TYPE, Promoted.TYPE, StepCompleted.TYPE, RunFinished.TYPE)
+_LOG_TYPES = (RunStarted.TYPE, PolicyUpdated.TYPE, Promoted.TYPE, StepCompleted.TYPE)
 
 
 class ExportError(RuntimeError):
@@ -72,7 +74,6 @@ class ResolvedCheckpoint:
     main: bool  # this version is the run's main line
     adapter: bool  # the blob holds a LoRA adapter directory only
     config: Mapping[str, Any] = attrs.field(factory=dict, repr=False)  # the run's resolved config
-    status: str = "running"  # the run's status in the log
 
 
 @attrs.frozen(kw_only=True)
@@ -83,6 +84,11 @@ class ExportResult:
     adapter: bool
     merged: bool
     event: Optional[PolicyExported] = None
+
+
+def export_stream(run_id: str) -> str:
+    """The stream that holds a run's ``PolicyExported`` records."""
+    return f"{EXPORT_PREFIX}{run_id}"
 
 
 def blob_ref(value: Any) -> Optional[BlobRef]:
@@ -139,8 +145,7 @@ def resolve_policy_checkpoint(store: Any, run_id: str, policy_version: Optional[
     return ResolvedCheckpoint(run_id=run_id, policy_version=version, digest=digest, checkpoint=ref,
                               checkpoint_file=dict(file) if file else None, source=f"{ev.TYPE}#{ev.event_id}",
                               source_event_id=ev.event_id, main=version == state.main_policy_version,
-                              adapter=bool(getattr(ev, "adapter", False)), config=events[0].config,
-                              status=state.status)
+                              adapter=bool(getattr(ev, "adapter", False)), config=events[0].config)
 
 
 # --- rebuilding the weights -----------------------------------------------------------------
@@ -282,16 +287,13 @@ def _prepare_output(out_dir: str, overwrite: bool) -> str:
 
 def export_policy(store: Any, run_id: str, out_dir: str, *, policy_version: Optional[int] = None,
                   main: bool = False, adapter: bool = False, device: str = "cpu", record: bool = True,
-                  allow_unfinished: bool = False, overwrite: bool = False) -> ExportResult:
+                  overwrite: bool = False) -> ExportResult:
     """Write policy ``policy_version`` (or the main line) of ``run_id`` to ``out_dir`` and,
-    with ``record``, append ``PolicyExported`` to the run's stream.
+    with ``record``, append ``PolicyExported`` to the run's export stream.
 
     The directory is written under a temporary name beside ``out_dir`` and renamed, so a
     crash never leaves a half-written export under the final name."""
     resolved = resolve_policy_checkpoint(store, run_id, policy_version, main=main)
-    if record and resolved.status in ("new", "running") and not allow_unfinished:
-        raise ExportError(f"run {run_id!r} has not finished (no RunFinished in its log): recording the export "
-                          "would race its trainer; export after it ends, or pass --unfinished if it crashed")
     out = _prepare_output(out_dir, overwrite)
     policy = load_checkpoint_policy(store, resolved, device=device)
     if adapter and policy.lora is None:
@@ -330,18 +332,18 @@ def export_policy(store: Any, run_id: str, out_dir: str, *, policy_version: Opti
 def _record(store: Any, run_id: str, event: PolicyExported) -> None:
     from evo_core.store import ConcurrencyConflict
 
-    stream = run_stream(run_id)
+    stream = export_stream(run_id)
     try:
         store.append(stream, [event], expected_version=store.stream_version(stream))
     except ConcurrencyConflict:
-        raise ExportError(f"exported to {event.output_dir}, but run {run_id!r} appended events while the export was "
-                          "being recorded (is its trainer running?); the export is not in the log") from None
+        raise ExportError(f"exported to {event.output_dir}, but another export of run {run_id!r} was recorded at the "
+                          "same moment; this one is not in the log (export again to record it)") from None
 
 
 def exports(store: Any, run_id: str) -> Iterable[PolicyExported]:
     """The run's recorded exports, oldest first."""
-    return (e for e in store.events(run_stream(run_id), types=[PolicyExported.TYPE]) if isinstance(e, PolicyExported))
+    return (e for e in store.events(export_stream(run_id)) if isinstance(e, PolicyExported))
 
 
-__all__ = ["ExportError", "ExportResult", "ResolvedCheckpoint", "blob_ref", "export_policy", "exports",
+__all__ = ["ExportError", "ExportResult", "ResolvedCheckpoint", "blob_ref", "export_policy", "export_stream", "exports",
            "load_checkpoint_policy", "resolve_policy_checkpoint"]

@@ -21,11 +21,10 @@ def register(app: typer.Typer) -> None:
         store: Optional[str] = typer.Option(None, "--store", help="Event store URL (default: $EVO_STORE or sqlite:///.evo/evo.sqlite)."),
         device: str = typer.Option("cpu", "--device", help="torch device to rebuild the model on."),
         force: bool = typer.Option(False, "--force", help="Replace a non-empty output directory."),
-        unfinished: bool = typer.Option(False, "--unfinished", help="Allow a run with no RunFinished (one that crashed)."),
-        no_record: bool = typer.Option(False, "--no-record", help="Do not append PolicyExported to the run's log."),
+        no_record: bool = typer.Option(False, "--no-record", help="Do not append PolicyExported to the run's export stream."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
-        """Write a run's policy as a transformers directory and log PolicyExported to the run.
+        """Write a run's policy as a transformers directory and log PolicyExported (stream export-RUN).
 
         AutoModelForCausalLM and AutoTokenizer load the directory offline; `evo serve DIR` serves it.
         """
@@ -42,8 +41,7 @@ def register(app: typer.Typer) -> None:
             # stdout carries the result only: DeepSpeed (imported by transformers on save) logs to stdout
             with contextlib.redirect_stdout(sys.stderr):
                 res = export_policy(st, run_id, output, policy_version=policy_version, main=main, adapter=adapter,
-                                    device=device, record=not no_record, allow_unfinished=unfinished,
-                                    overwrite=force)
+                                    device=device, record=not no_record, overwrite=force)
         except ExportError as exc:
             raise fail(str(exc))
         finally:

@@ -81,12 +81,12 @@ def test_export_main_loads_with_auto_classes_generates_and_is_logged(tiny_run, t
 
     st = open_store(url)
     try:
-        last = list(st.events(run_stream(run_id)))[-1]
-        assert isinstance(last, PolicyExported)
+        last = list(exports(st, run_id))[-1]  # in the run's export stream: the run's own ends at its seal
+        assert isinstance(last, PolicyExported) and not isinstance(list(st.events(run_stream(run_id)))[-1], PolicyExported)
         assert (last.policy_version, last.digest, last.output_dir) == (main_version, row["digest"], str(out))
         assert last.checkpoint.digest == row["checkpoint"] and last.main and not last.adapter
         assert last.caused_by == (row["source"].split("#")[1],)
-        assert st.verify().ok
+        assert st.verify().ok  # the sealed run still verifies
     finally:
         st.close()
     prov = json.loads((out / "evo_export.json").read_text())
@@ -234,7 +234,7 @@ def test_weights_that_do_not_match_the_log_are_refused(hand_log, tmp_path):
     with pytest.raises(ExportError, match="but the log gives policy version 0 the weights"):
         export_policy(st, run_id, str(tmp_path / "x"), policy_version=0)
     assert not (tmp_path / "x").exists()
-    assert not any(isinstance(e, PolicyExported) for e in st.events(stream))
+    assert not list(exports(st, run_id))
 
 
 def test_a_missing_blob_is_a_one_line_error(hand_log, tmp_path):
@@ -263,7 +263,8 @@ def test_a_synced_directory_tar_is_a_source(hand_log, tmp_path):
     assert res.resolved.checkpoint == ref
 
 
-def test_an_unfinished_run_is_not_recorded_without_consent(hand_log, tmp_path):
+def test_exporting_a_live_run_leaves_its_stream_to_the_trainer(tmp_path):
+    from evo_core.export import export_stream
     from evo_core.trainer.policy import HFPolicy
     from evo_core.trainer.tiny import TinyModelConfig
 
@@ -274,12 +275,12 @@ def test_an_unfinished_run_is_not_recorded_without_consent(hand_log, tmp_path):
                                   code_version="0", started_at="2026-01-01T00:00:00Z"),
                        PolicyUpdated(run_id="live", step=0, policy_version=0, digest=p.digest(),
                                      checkpoint=_state_blob(st, p))], expected_version=0)
-    with pytest.raises(ExportError, match="has not finished"):
-        export_policy(st, "live", str(tmp_path / "a"))
     res = export_policy(st, "live", str(tmp_path / "b"), record=False)
-    assert res.event is None and st.stream_version(stream) == 2
-    res = export_policy(st, "live", str(tmp_path / "c"), allow_unfinished=True)
-    assert res.event is not None and st.stream_version(stream) == 3
+    assert res.event is None and st.stream_version(export_stream("live")) == 0
+    res = export_policy(st, "live", str(tmp_path / "c"))
+    assert res.event is not None and st.stream_version(export_stream("live")) == 1
+    assert st.stream_version(stream) == 2  # the trainer's next append (expected version 2) still succeeds
+    st.append(stream, [RunFinished(run_id="live", status="completed", step=0)], expected_version=2)
 
 
 # --- LoRA: merged weights, or the adapter alone ---------------------------------------------
@@ -345,7 +346,7 @@ def test_a_killed_runs_resume_checkpoint_is_a_source(tmp_path):
                        StepCompleted(run_id="killed", step=1, policy_version=1, harness_version=0, metrics={},
                                      resume_checkpoint=rec),
                        PolicyUpdated(run_id="killed", step=1, policy_version=1, digest=p.digest())], expected_version=0)
-    res = export_policy(st, "killed", str(tmp_path / "out"), policy_version=1, allow_unfinished=True)
+    res = export_policy(st, "killed", str(tmp_path / "out"), policy_version=1)
     assert res.resolved.checkpoint is None and res.resolved.checkpoint_file == rec
     assert res.event is not None and res.event.checkpoint_file == rec
     assert HFPolicy.from_pretrained(str(tmp_path / "out")).digest() == p.digest()
