@@ -1,35 +1,95 @@
 #!/usr/bin/env bash
-# GPU check: a few DeepSpeed training steps of a ~0.5B Qwen2-shaped model built from its
-# config (no downloads), bf16, printing tokens/s and step time as one JSON line.
+# GPU check, in one go (about 5-8 minutes on a GPU machine; each phase has its own time limit
+# so the whole stays under 10). Two phases:
+#   1. train: DeepSpeed ZeRO-2 steps of a Qwen2-0.5B-shaped model built from its config, bf16,
+#      on all visible GPUs (benchmarks/gpu_check.py under torchrun): tokens/s, step time, memory;
+#   2. rl: a >=0.5B model built from its config (benchmarks/gpu_rl_check.py), served for
+#      rollouts by `evo serve` (and `vllm serve` too with --vllm, when vLLM is installed), then
+#      3 RL steps of configs/recipes/math.toml against that server with weight sync after
+#      every update: per-step rollout/update tokens/s as the run logged them.
+# Prints one JSON object; with $OUT set it also writes it to $OUT/gpu_check.json (and each
+# phase's log to $OUT/).
 #
-#   bash benchmarks/gpu_check.sh              # on a GPU machine (all visible GPUs)
-#   bash benchmarks/gpu_check.sh --cpu        # toy size on DeepSpeed's CPU accelerator (gloo)
-#   bash benchmarks/gpu_check.sh --zero-stage 3 --steps 20   # extra flags go to gpu_check.py
+#   bash benchmarks/gpu_check.sh                 # on a GPU machine
+#   bash benchmarks/gpu_check.sh --vllm          # also time rollouts on vLLM
+#   bash benchmarks/gpu_check.sh --cpu           # toy sizes on the CPU (DeepSpeed's CPU accelerator, gloo)
+#   bash benchmarks/gpu_check.sh --zero-stage 3  # other flags go to the training phase (gpu_check.py)
 #
-# Needs: the venv from scripts/setup.sh plus the deepspeed extra
-# (.venv/bin/pip install -e '.[deepspeed]'). On a GPU box install a CUDA build of torch 2.13.0
-# first if the venv holds the CPU build.
-set -euo pipefail
+# Needs: the venv from scripts/setup.sh (the deepspeed extra included). On a GPU box, install
+# a CUDA build of torch first if the venv holds the CPU build (any torch the pyproject range
+# allows; docs/scale.md lists the torch/vLLM pairs).
+set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
-"$PY" -c "import deepspeed" 2>/dev/null || { echo "error: deepspeed is not installed: pip install -e '.[deepspeed]'" >&2; exit 2; }
+"$PY" -c "import deepspeed" >/dev/null 2>&1 || { echo "error: deepspeed is not installed: pip install -e '.[deepspeed]'" >&2; exit 2; }
 
-cpu=0
-for a in "$@"; do [ "$a" = "--cpu" ] && cpu=1; done
+cpu=0 vllm=0 extra=()
+for a in "$@"; do
+  case "$a" in
+    --cpu) cpu=1 ;;
+    --vllm) vllm=1 ;;
+    *) extra+=("$a") ;;  # the training phase's own flags (benchmarks/gpu_check.py --help)
+  esac
+done
 if [ "$cpu" = 0 ] && ! "$PY" -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   echo "error: torch sees no CUDA GPU here; use --cpu for the toy-size CPU run" >&2
   exit 2
 fi
-
-if [ "$cpu" = 1 ]; then
-  export DS_ACCELERATOR=cpu OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-  args=(--toy "$@")
-  # two ranks on one machine, as in the 2-rank test
-  exec "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 benchmarks/gpu_check.py "${args[@]}"
+if [ "$vllm" = 1 ] && ! "$PY" -c "import vllm" 2>/dev/null; then
+  echo "error: --vllm needs vLLM: pip install -e '.[vllm]'" >&2
+  exit 2
 fi
 
-export DS_ACCELERATOR=cuda
-ngpu=$("$PY" -c "import torch; print(torch.cuda.device_count())")
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-exec "$PY" -m torch.distributed.run --standalone --nproc_per_node="$ngpu" benchmarks/gpu_check.py "$@"
+work=$(mktemp -d "${TMPDIR:-/tmp}/evo-gpu-check.XXXXXX")
+logs=${OUT:-$work}
+mkdir -p "$logs"
+trap 'rm -rf "$work"' EXIT
+export EVO_NO_PLUGIN_COMMANDS=1
+
+if [ "$cpu" = 1 ]; then
+  export DS_ACCELERATOR=cpu OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+  ranks=2 train_args=(--toy) rl_args=(--toy --device cpu --server-device cpu)
+  gpus='"cpu"'
+else
+  export DS_ACCELERATOR=cuda
+  ranks=$("$PY" -c "import torch; print(torch.cuda.device_count())")
+  train_args=(--zero-stage 2 --steps 10)
+  # the rollout server gets the last GPU, the trainer the first (the same one on a 1-GPU machine)
+  rl_args=(--device cuda:0 --server-device "cuda:$((ranks - 1))")
+  gpus=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null \
+         | "$PY" -c "import json,sys; print(json.dumps([l.strip() for l in sys.stdin if l.strip()]))")
+  [ -n "$gpus" ] || gpus='[]'
+fi
+[ "$vllm" = 1 ] && rl_args+=(--vllm)
+
+# phase 1: DeepSpeed ZeRO-2 training steps on every GPU
+t0=$(date +%s)
+timeout 240 "$PY" -m torch.distributed.run --standalone --nproc_per_node="$ranks" benchmarks/gpu_check.py \
+  "${train_args[@]}" ${extra[@]+"${extra[@]}"} >"$logs/train.log" 2>&1
+train_rc=$?
+train_json=$(grep -E '^\{' "$logs/train.log" | tail -n 1)
+[ -n "$train_json" ] || train_json=null
+
+# phase 2: rollouts from a server, then RL steps of the math recipe against it
+t1=$(date +%s)
+timeout 330 "$PY" benchmarks/gpu_rl_check.py --work "$work/rl" "${rl_args[@]}" >"$logs/rl.log" 2>&1
+rl_rc=$?
+rl_json=$(grep -E '^\{' "$logs/rl.log" | tail -n 1)
+[ -n "$rl_json" ] || rl_json=null
+t2=$(date +%s)
+
+result=$("$PY" - "$train_rc" "$rl_rc" "$((t1 - t0))" "$((t2 - t1))" "$gpus" "$train_json" "$rl_json" <<'EOF'
+import json, sys
+train_rc, rl_rc, train_s, rl_s = (int(x) for x in sys.argv[1:5])
+gpus, train, rl = (json.loads(x) for x in sys.argv[5:8])
+print(json.dumps({"ok": train_rc == 0 and rl_rc == 0, "gpus": gpus,
+                  "train": train, "train_rc": train_rc, "train_wall_s": train_s,
+                  "rl": rl, "rl_rc": rl_rc, "rl_wall_s": rl_s}))
+EOF
+)
+echo "$result"
+if [ -n "${OUT:-}" ]; then
+  echo "$result" >"$OUT/gpu_check.json"
+fi
+[ "$train_rc" = 0 ] && [ "$rl_rc" = 0 ]

@@ -22,6 +22,7 @@ __all__ = [
     "RolloutCompleted",
     "StepCompleted",
     "PolicyUpdated",
+    "PolicyExported",
     "EvalCompleted",
     "FailureDiagnosed",
     "InterventionProposed",
@@ -196,6 +197,29 @@ class PolicyUpdated(Event):
     checkpoint: Optional[BlobRef] = None
     adapter: bool = False
     target: str = "trainer"  # or the rollout server the weights were synced to
+
+
+@event_type("evo.PolicyExported", version=1)
+@attrs.frozen(kw_only=True)
+class PolicyExported(Event):
+    """``evo export`` wrote a policy out as a transformers directory.
+
+    ``digest`` is the weights digest the log gave that version (``PolicyUpdated.digest``),
+    checked against the exported weights; ``checkpoint`` the blob they were read from, or
+    ``checkpoint_file`` the resume checkpoint (``{"path", "sha256"}``); ``source`` the
+    event that named them. ``adapter``: the LoRA adapter alone was
+    written; ``merged``: LoRA weights were merged into the base model."""
+
+    policy_version: int
+    digest: str
+    output_dir: str
+    checkpoint: Optional[BlobRef] = None
+    checkpoint_file: Optional[dict[str, str]] = None
+    source: str = ""
+    main: bool = False  # the version was chosen as the run's main line (--main)
+    adapter: bool = False
+    merged: bool = False
+    exported_at: str = ""  # ISO-8601 UTC
 
 
 @event_type("evo.EvalCompleted", version=1)

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "evo_core.cli.grade_cmds",  # grade math|code|swe
     "evo_core.cli.harness_cmds",  # skills
     "evo_core.cli.audit_cmds",  # audit, replay, report, tail
+    "evo_core.cli.export_cmds",  # export
 )
 
 _DEBUG = False

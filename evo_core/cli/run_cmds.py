@@ -31,6 +31,12 @@ def register(app: typer.Typer) -> None:
             cfg = load_config(config, set_)
         except ConfigError as exc:
             raise fail(str(exc))
+        from evo_core.harness.recipes import MissingPathError, check_paths
+
+        try:  # every local path the config names must exist before anything is loaded
+            check_paths(cfg.to_dict())
+        except MissingPathError as exc:
+            raise fail(str(exc))
         from evo_core.arms import ARMS
 
         if harness is not None and harness not in ARMS:

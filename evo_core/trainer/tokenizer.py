@@ -3,6 +3,13 @@
 The embedded default is a character tokenizer (digits and arithmetic symbols plus
 BOS/EOS/PAD/UNK), so the quickstart needs no downloads. ``HFTokenizer`` adapts any
 ``transformers`` tokenizer loaded from a local directory to the same interface.
+
+A saved character tokenizer is also a standard transformers tokenizer directory
+(``tokenizer.json`` + ``tokenizer_config.json`` naming ``PreTrainedTokenizerFast``), so
+``AutoTokenizer.from_pretrained(dir)`` loads it offline with no custom code and no
+``trust_remote_code``: a ``tokenizers`` WordLevel model over the characters, a pre-tokenizer
+that isolates every character, a ``Fuse`` decoder (no spaces between tokens) and a
+post-processor that puts ``<bos>`` first, as the policy's prompts have it.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import os
 from typing import Protocol, Sequence, runtime_checkable
 
 CHAR_TOKENIZER_FILE = "evo_char_tokenizer.json"
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 DEFAULT_CHARS = "0123456789+-=, "
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 
@@ -60,9 +68,40 @@ class CharTokenizer:
         return "".join(out)
 
     def save(self, path: str) -> None:
+        """Our own file (exact reload) plus the transformers tokenizer files."""
         os.makedirs(path, exist_ok=True)
         with open(os.path.join(path, CHAR_TOKENIZER_FILE), "w") as fh:
             json.dump({"type": "char", "chars": self.chars, "specials": list(SPECIALS)}, fh)
+        self.save_hf(path)
+
+    def hf_backend(self):
+        """The same tokenizer as a ``tokenizers.Tokenizer`` (ids identical to ``encode``)."""
+        from tokenizers import Regex, Tokenizer as RustTokenizer, decoders, models, pre_tokenizers, processors
+
+        vocab = {s: i for i, s in enumerate(SPECIALS)}
+        vocab.update(self._to_id)
+        tk = RustTokenizer(models.WordLevel(vocab=vocab, unk_token=SPECIALS[self.unk_id]))
+        tk.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one piece per character
+        tk.decoder = decoders.Fuse()
+        bos = SPECIALS[self.bos_id]
+        tk.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B",
+                                                          special_tokens=[(bos, self.bos_id)])
+        tk.add_special_tokens(list(SPECIALS))
+        return tk
+
+    def save_hf(self, path: str) -> None:
+        """``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json``:
+        what ``AutoTokenizer.from_pretrained(path)`` needs (no transformers import here)."""
+        os.makedirs(path, exist_ok=True)
+        self.hf_backend().save(os.path.join(path, "tokenizer.json"))
+        pad, bos, eos, unk = (SPECIALS[i] for i in (self.pad_id, self.bos_id, self.eos_id, self.unk_id))
+        special = {"bos_token": bos, "eos_token": eos, "pad_token": pad, "unk_token": unk}
+        config = {**special, "tokenizer_class": "PreTrainedTokenizerFast", "add_bos_token": True,
+                  "split_special_tokens": True,  # "<eos>" typed in text is 5 characters, as in encode()
+                  "clean_up_tokenization_spaces": False, "model_input_names": ["input_ids", "attention_mask"]}
+        for name, data in (("tokenizer_config.json", config), ("special_tokens_map.json", special)):
+            with open(os.path.join(path, name), "w") as fh:
+                json.dump(data, fh, indent=2, sort_keys=True)
 
     @classmethod
     def load(cls, path: str) -> "CharTokenizer":
