@@ -282,10 +282,9 @@ class RunLoop:
 
     # -- pieces of a step -------------------------------------------------------------------
     def _start_blob(self) -> Optional[BlobRef]:
-        """The starting weights: where a rollback to the start goes (always kept when the
-        harness can roll back), and every step's weights with ``run.checkpoint_blobs``."""
-        if not (self.cfg.run.checkpoint_blobs or self.mode == "evolving"):
-            return None
+        """The starting weights: the first main line (what a rollback, an export of the main
+        line and the report's main-line evaluation read); the optimizer state travels only
+        where a rollback may load it."""
         return self.store.blobs.put(self.session.weights_bytes(with_optimizer=self.mode == "evolving"), SNAPSHOT_MEDIA)
 
     def _weights_blob(self) -> Optional[BlobRef]:
