@@ -47,7 +47,6 @@ from evo_events import (
     BlobRef,
     EvalCompleted,
     Event,
-    PluginFailed,
     PolicyUpdated,
     RunFinished,
     RunResumed,

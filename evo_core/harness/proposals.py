@@ -19,13 +19,11 @@ from evo_core.api import (
     ProposalContext,
     ProposalRejection,
 )
-from evo_core.api.interventions import params_of
 from evo_core.harness.decisions import ENGINE, decision_events
 from evo_core.harness.diagnosis import SEVERITY_RANK
 from evo_core.harness.emit import jsonable
 from evo_core.harness.gating import run_gates, verdict
 from evo_core.harness.mainline import records, restore_event
-from evo_core.harness.specs import evaluate_spec
 from evo_core.state import DiagnosticSetting, HarnessState, family
 from evo_events import (
     BacktestFailed,
@@ -273,9 +271,5 @@ def retire(p: "HarnessPass", findings: Sequence[FailureDiagnosed]) -> None:
                                     harness_version_after=h + 1, reason=reason, emitted_by=ENGINE))
 
 
-def spec_rate(spec: dict, rows: Sequence[Any]) -> Optional[float]:
-    return evaluate_spec(spec, rows).value
-
-
 __all__ = ["proposal_round", "collect", "ledger_filter", "evaluate", "plan", "backtest", "retire", "target_value",
-           "with_diagnostic", "params_of", "spec_rate"]
+           "with_diagnostic"]

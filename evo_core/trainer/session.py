@@ -24,7 +24,7 @@ from evo_core.api import Completion, RolloutBatch, RolloutItem, Task
 from evo_core.harness.features import features_for_group
 from evo_core.interventions import InterventionApplier
 from evo_core.trainer.engine import InProcessEngine
-from evo_core.trainer.evaluation import VerifierFailed, evaluate_policy, grade
+from evo_core.trainer.evaluation import VerifierFailed, evaluate_policy, grade  # noqa: F401 (VerifierFailed: re-exported)
 from evo_core.trainer.grpo import LossSettings, group_advantages, overlong_penalty, pg_loss, resolve
 from evo_core.trainer.protocols import EvalResult, Sample, SamplingParams
 

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Optional
 from evo_core.api import Window
 from evo_core.harness.stats import slope
 
-from .base import BaseDiagnostic, Measurement, halves, num, rate, signal, train_rollouts
+from .base import BaseDiagnostic, Measurement, halves, num, rate, train_rollouts
 
 
 class ZeroVarianceGroups(BaseDiagnostic):

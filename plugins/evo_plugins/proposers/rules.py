@@ -21,13 +21,16 @@ TEMPLATES: dict[str, list[tuple[str, dict[str, Any]]]] = {
 
 
 class RuleProposer:
+    """Maps diagnosis kinds to intervention templates (``templates``; subclasses bring their own)."""
+
     name, version = "rules", "2"
     default_params: Mapping[str, Any] = {}
+    templates: Mapping[str, list[tuple[str, dict[str, Any]]]] = TEMPLATES
 
     def propose(self, ctx: ProposalContext, params: Mapping[str, Any]) -> list[Proposal]:
         out: list[Proposal] = []
         for d in sorted(ctx.diagnoses, key=lambda d: (d.severity != "invalid", d.kind)):
-            for name, tparams in TEMPLATES.get(d.kind, []):
+            for name, tparams in self.templates.get(d.kind, []):
                 prop = self._from_template(name, dict(tparams), d, ctx)
                 if prop is not None:
                     out.append(prop)
