@@ -4,7 +4,7 @@ retire promoted changes whose targeted diagnosis did not fall."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import attrs
 import structlog
