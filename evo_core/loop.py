@@ -380,6 +380,8 @@ class RunLoop:
             if self.progress is not None:
                 self.progress.end_run()
             self._pool.shutdown(wait=True)
+        self.timings["backtest_branches"] = self.port.branch_s
+        self.timings["features"] = getattr(self.session, "features_s", 0.0)
         summary = {"final_eval": self.last_eval, "harness_version": self.state.harness_version,
                    "policy_version": self.session.policy_version, "main_policy_version": self.state.main_policy_version,
                    "diagnoses": dict(self.state.diagnosis_counts)}

@@ -3,6 +3,7 @@ backtests, and main-line snapshots persisted in the run's blob store."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping, Optional, Sequence
 
 from evo_core.harness.ports import BranchEval, Snapshot
@@ -13,29 +14,34 @@ SNAPSHOT_MEDIA = "application/x-evo-snapshot"  # torch.save of {"model", "optimi
 
 
 class SessionBranch:
-    def __init__(self, session: Any, run_id: str) -> None:
-        self.session, self.run_id = session, run_id
+    def __init__(self, session: Any, run_id: str, port: "SessionPort") -> None:
+        self.session, self.run_id, self.port = session, run_id, port
 
     def train(self, k: int, state: Any) -> Sequence[RolloutCompleted]:
+        t0 = time.perf_counter()
         out: list[RolloutCompleted] = []
         for _ in range(k):
             out += rollout_events(self.run_id, self.session.rl_step(state))
+        self.port.branch_s += time.perf_counter() - t0
         return out
 
     def evaluate(self) -> BranchEval:
+        t0 = time.perf_counter()
         res = self.session.evaluate("validation")
+        self.port.branch_s += time.perf_counter() - t0
         return BranchEval(dict(res.item_scores), dict(res.metrics))
 
 
 class SessionPort:
     def __init__(self, session: Any, blobs: Any, run_id: str, *, with_optimizer: bool = True) -> None:
         self.session, self.blobs, self.run_id, self.with_optimizer = session, blobs, run_id, with_optimizer
+        self.branch_s = 0.0  # training and evaluating backtest branches: training compute, not bookkeeping
 
     def fork(self, *, seed: int, start: Optional[Mapping[str, Any]] = None) -> SessionBranch:
         branch = self.session.fork(seed)
         if start is not None:
             branch.load_weights_bytes(self.blobs.get(BlobRef(**start)))
-        return SessionBranch(branch, self.run_id)
+        return SessionBranch(branch, self.run_id, self)
 
     def snapshot(self) -> Snapshot:
         ref = self.blobs.put(self.session.weights_bytes(with_optimizer=self.with_optimizer), SNAPSHOT_MEDIA)

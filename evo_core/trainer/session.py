@@ -120,6 +120,7 @@ class RLSession:
         self.ref_state = policy.state_dict() if rl.kl_coef > 0 else None
         self._ref_policy: Any = None
         self.id_salt = f"session:{seed}"  # rollout ids derive from it: a recomputed step gets the same ids
+        self.features_s = 0.0  # time spent on the harness's generic features (its bookkeeping, not training)
 
     def _make_optimizer(self) -> Any:
         import torch
@@ -257,8 +258,10 @@ class RLSession:
         samples: list[Sample] = []
         for gi, (task, group) in enumerate(zip(chosen, groups)):
             gid = f"s{step}g{group_offset + gi}"
+            tf = time.perf_counter()
             feats = features_for_group([s.text for s in group], task.prompt, [len(s.token_ids) for s in group],
                                        [s.truncated for s in group])
+            self.features_s += time.perf_counter() - tf
             for j, (s, f) in enumerate(zip(group, feats)):
                 comp = Completion(text=s.text, truncated=s.truncated, n_tokens=len(s.token_ids))
                 verdict = grade(self.verifier, self.domain, task, comp)

@@ -1,5 +1,5 @@
-"""The real quickstart (CPU, minutes): the hack, the fixed harness promoting it, the evolving
-harness fixing it. Slow: run with ``pytest -m slow tests/harness``."""
+"""The real quickstart (CPU, minutes), and the outcome the suite measured. Slow: run with
+``pytest -m slow tests/harness``."""
 
 import json
 import subprocess
@@ -28,18 +28,24 @@ def test_quickstart_end_to_end(tmp_path):
         runs[evs[0].harness_mode] = summarize_run(evs)
     f, e = runs["fixed"], runs["evolving"]
     print(json.dumps({"fixed": f, "evolving": e}, default=str, indent=1))
-    assert f["wrong_branch_promotions"] > 0
-    assert e["wrong_branch_promotions"] == 0
-    assert e["intervention_promotions"] >= 1 and e["skills_registered"] >= 1
-    assert e["final_main_strict"] >= f["final_main_strict"]
+    assert f["collapse_step"] is not None and f["test_last"] < f["test_initial"] - 0.2  # the hack is learned
+    assert e["intervention_promotions"] >= 1 and e["skills_registered"] >= 1 and "spec_penalty" in e["promoted_interventions"]
+    assert e["first_valid_diagnosis_step"] is not None and e["first_valid_diagnosis_step"] <= 20
+    assert e["wrong_branch_promotions"] == 0 and e["hack_main"] < 0.05
+    assert e["test_main"] > f["test_main"] + 0.2
 
 
 @pytest.mark.slow
-def test_evolution_benchmark_one_seed():
-    proc = subprocess.run([sys.executable, "benchmarks/evolution.py", "--seeds", "1", "--json", "--set", "run.steps=60"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=3600)
+def test_the_suite_outcome_on_the_hedge_flaw(tmp_path):
+    """What the suite measured on hedging (3 seeds, cold, audit 5%), asserted with its CI:
+    the evolving harness beats early stopping on the test split, and its hack rate stays low."""
+    proc = subprocess.run([sys.executable, "benchmarks/evolution.py", "--suite", "--seeds", "3", "--flaws",
+                           "arithmetic/hedge", "--dir", str(tmp_path / "cells"), "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=3 * 3600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
-    assert set(out["harnesses"]) == {"fixed", "evolving"}
-    for h in out["harnesses"].values():
-        assert h["runs"] == 1 and h["wall_s"]["mean"] > 0
+    c = out["comparisons"]["arithmetic/hedge"]
+    es = c["evolving - fixed+early-stop"]["test_main"]
+    assert es["ci"][0] > 0, es
+    assert c["goal"]["hack_at_most_reference_plus_0.02"], c
+    assert out["aggregate"]["arithmetic/hedge"]["evolving"]["wrong_branch_promotions"]["mean"] == 0
