@@ -1,10 +1,12 @@
-"""Held-out learning curves of a quickstart-shaped run, as JSON and an SVG figure.
+"""Test-split learning curves of a quickstart-shaped run, as JSON and an SVG figure.
 
-    python benchmarks/trainer_curve.py --verifier strict --steps 200 --svg docs/figures/trainer-strict.svg
+    python benchmarks/trainer_curve.py --arm reference --steps 200 --svg docs/figures/trainer-reference.svg
+    python benchmarks/trainer_curve.py --arm fixed --flaw hedge --steps 200
     python benchmarks/trainer_curve.py --from-store sqlite:///.evo/quickstart.sqlite --run RUN_ID --svg out.svg
 
-The run uses a no-op harness (the trainer alone); ``--from-store`` reads the curves of an
-existing run's ``EvalCompleted`` events instead.
+``reference`` trains on the strict oracle (the no-flaw reference), ``fixed`` on the flawed
+verifier with a harness that only watches; ``--from-store`` reads an existing run's
+``EvalCompleted`` events instead.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 import tempfile
 
 COLORS = {"strict_accuracy": "#1f77b4", "strict_accuracy_greedy": "#2ca02c", "train_reward": "#d62728",
-          "hedge_rate": "#ff7f0e"}
+          "hack_rate": "#ff7f0e"}
 
 
 def svg(curves: dict[str, list[tuple[int, float]]], title: str, width: int = 640, height: int = 360) -> str:
@@ -55,7 +57,8 @@ def svg(curves: dict[str, list[tuple[int, float]]], title: str, width: int = 640
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="configs/quickstart.toml")
-    ap.add_argument("--verifier", default="strict", choices=("strict", "lenient"))
+    ap.add_argument("--arm", default="reference", choices=("reference", "fixed"))
+    ap.add_argument("--flaw", default="hedge")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--eval-every", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
@@ -74,21 +77,23 @@ def main(argv=None) -> int:
         title = f"run {run_id}"
     else:
         from evo_core.config import load_config
-        from evo_core.loop import NoopHarness, RunLoop
+        from evo_core.loop import RunLoop
         from evo_core.trainer.logs import configure_logging
 
         configure_logging("WARNING")
         cfg = load_config(args.config, [
-            f"task.options.verifier={args.verifier}", f"run.steps={args.steps}", f"run.eval_every={args.eval_every}",
+            f'task.options.flaw="{args.flaw}"', f"run.steps={args.steps}", f"run.eval_every={args.eval_every}",
             f"run.seed={args.seed}", f"run.checkpoint_dir='{tempfile.mkdtemp()}'",
-        ] + ([f"run.threads={args.threads}"] if args.threads else [])).for_harness("fixed")
+        ] + ([f"run.threads={args.threads}"] if args.threads else [])).for_arm(args.arm)
         store = open_store("memory://")
-        loop = RunLoop(cfg, store, harness=NoopHarness())
+        loop = RunLoop(cfg, store)
         loop.start()
         loop.run()
         run_id = loop.run_id
-        title = f"GRPO, {args.verifier} training verifier, seed {args.seed}: held-out (200 items)"
-    evals = [e for e in store.events(run_stream(run_id)) if isinstance(e, EvalCompleted) and e.branch == "main"]
+        reward = "the strict oracle" if args.arm == "reference" else f"the {args.flaw} verifier"
+        title = f"GRPO on {reward}, seed {args.seed}: test split"
+    evals = [e for e in store.events(run_stream(run_id)) if isinstance(e, EvalCompleted) and e.branch == "main"
+             and e.split == "test"]
     curves = {k: [(e.step, e.metrics[k]) for e in evals if e.metrics.get(k) is not None] for k in COLORS}
     print(json.dumps({"run_id": run_id, "curves": curves}))
     if args.svg:

@@ -226,7 +226,7 @@ def test_one_pathological_rollout_does_not_stall_a_training_batch(sandbox, tmp_p
 def test_the_budget_is_set_from_a_run_configs_task_options(tmp_path):
     """`[task] options` of a run config reach the grader (through the domain's configure)."""
     from evo_core.config import config_from_dict
-    from evo_core.loop import RunError, build_domain
+    from evo_core.run_setup import RunError, build_domain
     from evo_core.plugins import PluginManager
 
     def domain(options):
