@@ -109,3 +109,17 @@ def evo_tiny_run(evo_store):
 
     run_id = generate_run(evo_store, steps=12, rollouts_per_step=16, seed=0)
     return evo_store, run_id
+
+
+def require(module: str, why: str = "") -> Any:
+    """Import ``module`` for a test. Where the project's setup installs it (an extra, a domain),
+    a missing one is a failure under ``CI=true``, never a silent skip; elsewhere it skips."""
+    import importlib
+    import os
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{module} is missing ({why or exc}): scripts/setup.sh installs it")
+        pytest.skip(f"{module} is not installed ({why or exc})")

@@ -20,6 +20,7 @@ from evo_core.trainer.http_engine import (
 )
 from evo_core.trainer.policy import HFPolicy, LoraSettings
 from evo_core.trainer.protocols import SamplingParams
+from evo_core.testing import require
 
 pytestmark = pytest.mark.timeout(300)
 PROMPTS = ["12+7=", "3+4=", "55+5=", "9+9="]
@@ -97,7 +98,7 @@ def test_reload_of_a_missing_path_is_a_clear_error(server, tmp_path):
 
 
 def test_lora_adapter_sync(server, tiny_dir, tmp_path):
-    pytest.importorskip("peft", reason="LoRA needs the 'lora' extra (peft)")
+    require("peft", "LoRA needs the 'lora' extra")
     url, host = server
     store = open_store("memory://")
     policy = HFPolicy.load(tiny_dir)

@@ -12,6 +12,7 @@ from evo_core.trainer.tiny import TinyModelConfig
 from evo_core.trainer.tokenizer import CharTokenizer, HFTokenizer, load_tokenizer
 
 from .testlib import TINY_MODEL
+from evo_core.testing import require
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +134,7 @@ def test_hf_backend_with_a_transformers_tokenizer(tmp_path):
 
 
 def test_lora_adapter_trains_only_adapter_weights(tmp_path):
-    pytest.importorskip("peft")
+    require("peft", "the lora extra")
     from evo_core.trainer.policy import LoraSettings
 
     HFPolicy.tiny(TinyModelConfig(**TINY_MODEL)).save(str(tmp_path / "base"))

@@ -8,6 +8,7 @@ from evo_code.loaders import CodeFormatError, load_problems, parse_row
 from evo_code.problem import ASSERT, CALL, STDIO
 
 from pathlib import Path
+from evo_core.testing import require
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -98,7 +99,7 @@ def test_splits_by_field_and_by_hash(tmp_path):
 
 
 def test_parquet(tmp_path):
-    pa = pytest.importorskip("pyarrow")
+    pa = require("pyarrow", "the parquet extra")
     import pyarrow.parquet as pq
 
     rows = [json.loads(line) for line in (FIXTURES / "humaneval.jsonl").read_text().splitlines()]

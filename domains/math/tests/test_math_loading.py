@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from evo_core.api import TaskSource
 from evo_math.domain import MathDomain
 from evo_math.loading import DEFAULT_TEMPLATE, TaskFormatError, render_prompt
+from evo_core.testing import require
 
-pa = pytest.importorskip("pyarrow")
+pa = require("pyarrow", "the parquet extra")
 import pyarrow.parquet as pq  # noqa: E402
 
 DOMAIN = MathDomain()

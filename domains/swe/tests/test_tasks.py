@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evo_swe.tasks import TaskFormatError, load_tasks, parse_row, write_jsonl
+from evo_core.testing import require
 
 
 def test_parse_row_accepts_json_encoded_lists(median_row):
@@ -51,7 +52,7 @@ def test_invalid_json_line_and_duplicates(tmp_path, median_row):
 
 
 def test_relative_repo_and_parquet_roundtrip(tmp_path, median_row, median_repo):
-    pq = pytest.importorskip("pyarrow.parquet")
+    pq = require("pyarrow.parquet", "the parquet extra")
     import pyarrow as pa
 
     task = parse_row(median_row)
