@@ -55,7 +55,9 @@ def _call(fn: Callable[..., dict], **kwargs: Any) -> dict[str, Any]:
     """Bad input (the domain raises ValueError / FileNotFoundError) is a one-line error."""
     try:
         result = fn(**kwargs)
-    except (ValueError, FileNotFoundError, KeyError) as exc:
+    except ValueError as exc:
+        raise _fail(str(exc))
+    except (FileNotFoundError, KeyError) as exc:
         raise _fail(f"{type(exc).__name__}: {exc}")
     if not isinstance(result, dict):
         raise _fail(f"{fn.__module__}.grade_cli returned {type(result).__name__}, not a dict", INFRA_EXIT)
@@ -112,83 +114,16 @@ def grade_code(
     workers: int = typer.Option(2, "--workers", help="Sandbox workers."),
 ) -> None:
     """Code: run the solution on the problem's tests in the sandbox; per-test outcomes."""
-    result = grade_code_file(
-        problem, solution, scope=scope, fmt=fmt, row=row, problem_id=problem_id, float_tol=float_tol,
-        time_limit=time_limit, k_reference=k_reference, workers=workers,
-    )
-    _emit(result)
-
-
-def grade_code_file(
-    problem: Path,
-    solution: Path,
-    *,
-    scope: str = "all",
-    fmt: str = "auto",
-    row: Optional[int] = None,
-    problem_id: Optional[str] = None,
-    float_tol: Optional[float] = None,
-    time_limit: Optional[float] = None,
-    k_reference: float = 3.0,
-    workers: int = 2,
-) -> dict[str, Any]:
     if scope not in ("all", "public"):
         raise _fail(f"--scope must be all or public, not {scope!r}")
     for p, what in ((problem, "--problem"), (solution, "--solution")):
         if not p.is_file():
             raise _fail(f"{what}: no such file: {p}")
-    try:
-        from evo_code.domain import CodeDomain
-        from evo_code.grader import CodeGrader, GradeConfig
-        from evo_code.loaders import CodeFormatError, load_problems
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("evo_code"):
-            raise _fail("the code domain is not installed: pip install -e domains/code  (evo-plugin-code)")
-        raise
-    try:
-        probs = load_problems(problem, fmt=fmt)
-    except (CodeFormatError, ValueError, OSError) as exc:
-        raise _fail(str(exc))
-    if problem_id is not None:
-        probs = [p for p in probs if p.problem_id == problem_id]
-        if not probs:
-            raise _fail(f"{problem}: no problem with id {problem_id!r}")
-    elif row is not None:
-        if not 1 <= row <= len(probs):
-            raise _fail(f"{problem}: --row {row} out of range (1..{len(probs)})")
-        probs = [probs[row - 1]]
-    if len(probs) != 1:
-        raise _fail(f"{problem}: holds {len(probs)} problems; pick one with --row or --id")
-    prob = probs[0]
-    from evo_core.api import Completion
-    from evo_core.sandbox.pool import LocalSandbox
-
-    text = solution.read_text(encoding="utf-8", errors="replace")
-    cfg = GradeConfig(
-        float_tol=float_tol,
-        k_reference=k_reference,
-        calibrate=time_limit is None,
-        default_time_limit_s=time_limit or GradeConfig().default_time_limit_s,
-    )
-    if time_limit is not None:
-        import attrs
-
-        prob = attrs.evolve(prob, time_limit_s=time_limit)
-    with LocalSandbox(max(1, workers)) as sb:
-        grader = CodeGrader(sb, cfg)
-        code, extraction = CodeDomain(grader).solution_from(prob, Completion(text=text))
-        v = grader.grade(prob, code, scope=scope)
-    return {
-        "problem_id": prob.problem_id,
-        "format": prob.source_format,
-        "kind": prob.kind,
-        "scope": scope,
-        "reward": v.reward,
-        "correct": v.correct,
-        "infra_error": v.infra_error,
-        "tests": list(v.details.get("tests", [])),
-        "signals": {**v.signals, **extraction},
-    }
+    fn = _domain_fn("evo_code.cli", "evo-plugin-code", "code")
+    _emit(_call(
+        fn, problem=problem, solution=solution, scope=scope, fmt=fmt, row=row, problem_id=problem_id,
+        float_tol=float_tol, time_limit=time_limit, k_reference=k_reference, workers=workers,
+    ))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,77 @@
+"""``evo grade code``: grade one solution file against one problem, as the CLI prints it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import attrs
+
+from evo_core.api import Completion
+from evo_core.sandbox.pool import LocalSandbox
+
+from evo_code.domain import CodeDomain
+from evo_code.grader import CodeGrader, GradeConfig
+from evo_code.loaders import CodeFormatError, load_problems
+
+
+def grade_cli(
+    problem: Union[str, Path],
+    solution: Union[str, Path],
+    *,
+    scope: str = "all",
+    fmt: str = "auto",
+    row: Optional[int] = None,
+    problem_id: Optional[str] = None,
+    float_tol: Optional[float] = None,
+    time_limit: Optional[float] = None,
+    k_reference: float = 3.0,
+    workers: int = 2,
+) -> dict[str, Any]:
+    """What ``evo grade code`` prints: one JSON-ready verdict. Bad input raises ValueError."""
+    if scope not in ("all", "public"):
+        raise ValueError(f"--scope must be all or public, not {scope!r}")
+    problem, solution = Path(problem), Path(solution)
+    for p, what in ((problem, "--problem"), (solution, "--solution")):
+        if not p.is_file():
+            raise ValueError(f"{what}: no such file: {p}")
+    try:
+        probs = load_problems(problem, fmt=fmt)
+    except (CodeFormatError, ValueError, OSError) as exc:
+        raise ValueError(str(exc))
+    if problem_id is not None:
+        probs = [p for p in probs if p.problem_id == problem_id]
+        if not probs:
+            raise ValueError(f"{problem}: no problem with id {problem_id!r}")
+    elif row is not None:
+        if not 1 <= row <= len(probs):
+            raise ValueError(f"{problem}: --row {row} out of range (1..{len(probs)})")
+        probs = [probs[row - 1]]
+    if len(probs) != 1:
+        raise ValueError(f"{problem}: holds {len(probs)} problems; pick one with --row or --id")
+    prob = probs[0]
+
+    text = solution.read_text(encoding="utf-8", errors="replace")
+    cfg = GradeConfig(
+        float_tol=float_tol,
+        k_reference=k_reference,
+        calibrate=time_limit is None,
+        default_time_limit_s=time_limit or GradeConfig().default_time_limit_s,
+    )
+    if time_limit is not None:
+        prob = attrs.evolve(prob, time_limit_s=time_limit)
+    with LocalSandbox(max(1, workers)) as sb:
+        grader = CodeGrader(sb, cfg)
+        code, extraction = CodeDomain(grader).solution_from(prob, Completion(text=text))
+        v = grader.grade(prob, code, scope=scope)
+    return {
+        "problem_id": prob.problem_id,
+        "format": prob.source_format,
+        "kind": prob.kind,
+        "scope": scope,
+        "reward": v.reward,
+        "correct": v.correct,
+        "infra_error": v.infra_error,
+        "tests": list(v.details.get("tests", [])),
+        "signals": {**v.signals, **extraction},
+    }
