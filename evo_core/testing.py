@@ -16,6 +16,7 @@ Builders (plain functions):
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any, Optional, Sequence
 
 import pytest
@@ -123,3 +124,25 @@ def require(module: str, why: str = "") -> Any:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{module} is missing ({why or exc}): scripts/setup.sh installs it")
         pytest.skip(f"{module} is not installed ({why or exc})")
+
+
+# What the installed ``evo`` console script does, runnable without the script on PATH.
+EVO_MAIN = "import sys; from evo_core.cli.app import main; main(sys.argv[1:])"
+
+
+def run_evo(*args: str, env: Optional[dict] = None, timeout: float = 120, cwd: Any = None,
+            threads: Optional[int] = None) -> "subprocess.CompletedProcess[str]":
+    """Run the ``evo`` CLI in a fresh process, as a user would, and capture its output.
+
+    Plugin commands stay off unless ``env`` asks for them (they import every plugin), and
+    ``threads`` pins torch's thread count so a test run cannot oversubscribe the machine."""
+    import os
+    import sys
+
+    e = dict(os.environ)
+    e.setdefault("EVO_NO_PLUGIN_COMMANDS", "1")
+    if threads is not None:
+        e["OMP_NUM_THREADS"] = str(threads)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-c", EVO_MAIN, *args], capture_output=True, text=True,
+                          timeout=timeout, env=e, cwd=cwd)

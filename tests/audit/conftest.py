@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
+
+from evo_core.testing import run_evo
 
 import pytest
 
@@ -16,11 +17,7 @@ PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 
 def evo(*args: str, env: dict | None = None, timeout: int = 120, cwd=None) -> subprocess.CompletedProcess:
     """Run the ``evo`` CLI in a fresh process (what a user sees)."""
-    e = dict(os.environ)
-    e.setdefault("EVO_NO_PLUGIN_COMMANDS", "1")
-    e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "evo_core.cli.app", *args], capture_output=True, text=True,
-                          timeout=timeout, env=e, cwd=cwd or ROOT)
+    return run_evo(*args, env=env, timeout=timeout, cwd=cwd or ROOT)
 
 
 @pytest.fixture

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
+
+from evo_core.testing import run_evo
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-_MAIN = "import sys; from evo_core.cli.app import main; main(sys.argv[1:])"  # what the `evo` script does
 
 
 def evo(*args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
-    """Run the ``evo`` CLI in a fresh process (what a user sees)."""
-    e = dict(os.environ)
-    e.setdefault("EVO_NO_PLUGIN_COMMANDS", "1")
-    e.update(env or {})
-    return subprocess.run([sys.executable, "-c", _MAIN, *args], capture_output=True, text=True,
-                          timeout=timeout, env=e, cwd=ROOT)
+    """Run the ``evo`` CLI in a fresh process (what a user sees), from the repository root."""
+    return run_evo(*args, env=env, timeout=timeout, cwd=ROOT)
 
 
 def flip_byte(data: bytes, index: int) -> bytes:

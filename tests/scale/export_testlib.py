@@ -11,12 +11,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from evo_core.testing import EVO_MAIN, run_evo
 from typing import Iterator, Optional
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
-_MAIN = "import sys; from evo_core.cli.app import main; main(sys.argv[1:])"  # what the `evo` script does
 
 # A 1-layer, 32-wide tiny model, a short SFT start and one-digit sums: a few seconds on one
 # core, and rewards vary within groups, so every RL step moves the weights.
@@ -32,10 +33,7 @@ TINY_RUN = [
 
 
 def evo(*args: str, cwd: Optional[Path] = None, timeout: int = 300, env: Optional[dict] = None) -> subprocess.CompletedProcess:
-    e = dict(os.environ, OMP_NUM_THREADS="1", EVO_NO_PLUGIN_COMMANDS="1")
-    e.update(env or {})
-    return subprocess.run([sys.executable, "-c", _MAIN, *args], capture_output=True, text=True, timeout=timeout,
-                          env=e, cwd=cwd or ROOT)
+    return run_evo(*args, env=env, timeout=timeout, cwd=cwd or ROOT, threads=1)
 
 
 def run_json(proc: subprocess.CompletedProcess) -> list[dict]:
@@ -65,7 +63,7 @@ def free_port() -> int:
 def evo_serve(policy: str, *, name: Optional[str] = None, timeout: float = 180) -> Iterator[str]:
     """``evo serve POLICY`` as a subprocess on 127.0.0.1; yields the base URL (no /v1)."""
     port = free_port()
-    args = [sys.executable, "-c", _MAIN, "serve", policy, "--port", str(port)]
+    args = [sys.executable, "-c", EVO_MAIN, "serve", policy, "--port", str(port)]
     if name:
         args += ["--served-model-name", name]
     env = dict(os.environ, OMP_NUM_THREADS="1", EVO_NO_PLUGIN_COMMANDS="1")

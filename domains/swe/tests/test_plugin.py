@@ -67,9 +67,6 @@ def test_grade_cli_bad_input(median_row, tmp_path, problem, match):
 
 def test_evo_grade_swe_command(median_row, swe_root, tmp_path):
     evo = shutil.which("evo") or str(__import__("pathlib").Path(sys.executable).parent / "evo")
-    help_out = subprocess.run([evo, "grade", "--help"], capture_output=True, text=True, timeout=120)
-    if "swe" not in help_out.stdout:
-        pytest.skip("the `evo grade` command group is not part of this build yet")
     task, patch = tmp_path / "t.json", tmp_path / "p.diff"
     task.write_text(json.dumps(median_row))
     patch.write_text(median_row["patch"])
