@@ -1,4 +1,4 @@
-"""Fixtures: a saved tiny policy, and ``evo serve`` running on it as a real subprocess."""
+"""Fixtures shared by the serve and scale tests: a saved tiny policy, and ``evo serve`` on it as a real subprocess."""
 
 from __future__ import annotations
 

@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from evo_core.scaffold import KINDS, ScaffoldError, names_for, scaffold
-from tests.audit.conftest import evo
+from evo_core.testing import run_evo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def evo(*args: str, **kw):
+    return run_evo(*args, cwd=kw.pop("cwd", ROOT), **kw)
 
 
 def test_names_and_bad_input(tmp_path):
