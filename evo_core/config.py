@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sys
 import types
 import typing
@@ -202,7 +203,10 @@ _ALLOWED = {
     ("task", "reward"): ("verifier", "oracle"),
 }
 _POSITIVE = {("run", "steps"), ("rl", "prompts_per_step"), ("rl", "group_size"), ("rl", "max_new_tokens"),
-             ("rl", "updates_per_step"), ("run", "eval_every"), ("sft", "batch_size")}
+             ("rl", "updates_per_step"), ("run", "eval_every"), ("sft", "batch_size"), ("sft", "steps")}
+# Finite and >= 0: a NaN or negative learning rate or temperature trains garbage without an error.
+_NON_NEGATIVE = {("rl", "lr"), ("rl", "min_lr"), ("sft", "lr"), ("sft", "min_lr"), ("rl", "temperature"),
+                 ("eval", "temperature"), ("rl", "kl_coef"), ("rl", "grad_clip")}
 MODES = ("fixed", "evolving")  # what an arm's [harness] mode is
 
 
@@ -264,6 +268,8 @@ def _structure(cls: type, data: Any, where: str) -> Any:
             raise ConfigError(f"config key {full!r} must be one of {', '.join(map(repr, _ALLOWED[path]))}, got {kw[key]!r}")
         if path in _POSITIVE and kw[key] < 1:
             raise ConfigError(f"config key {full!r} must be >= 1, got {kw[key]!r}")
+        if path in _NON_NEGATIVE and not (math.isfinite(kw[key]) and kw[key] >= 0):
+            raise ConfigError(f"config key {full!r} must be a finite number >= 0, got {kw[key]!r}")
     return cls(**kw)
 
 

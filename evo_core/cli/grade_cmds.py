@@ -41,13 +41,14 @@ def _domain_fn(module: str, dist: str, folder: str) -> Callable[..., dict]:
 
 def _text_arg(value: str, what: str) -> str:
     """A literal, ``@path`` for a file, or ``-`` for stdin."""
+    # Model output is not guaranteed UTF-8: a file and stdin decode the same bytes the same way.
     if value == "-":
-        return sys.stdin.read()
+        return sys.stdin.buffer.read().decode("utf-8", errors="replace")
     if value.startswith("@"):
         p = Path(value[1:])
         if not p.is_file():
             raise _fail(f"{what}: no such file: {p}")
-        return p.read_text(encoding="utf-8")
+        return p.read_bytes().decode("utf-8", errors="replace")
     return value
 
 

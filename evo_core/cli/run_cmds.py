@@ -46,13 +46,18 @@ def register(app: typer.Typer) -> None:
             from evo_core.trainer.progress import RunProgress
 
             progress = RunProgress()
-        st = open_store(store)
+        from evo_core.store import StoreError
+
+        try:
+            st = open_store(store)
+        except StoreError as exc:
+            raise fail(str(exc))
         try:
             if resume:
                 outcomes = [resume_run(cfg, st, resume, progress=progress, harness=harness)]
             else:
                 outcomes = run_all(cfg, st, harness=harness, progress=progress)
-        except (RunError, ConfigError) as exc:
+        except (RunError, ConfigError, StoreError) as exc:
             raise fail(str(exc))
         finally:
             st.close()

@@ -26,8 +26,9 @@ class ConcurrencyConflict(StoreError):
         self.stream, self.expected, self.actual = stream, expected, actual
         now = f", but it is at {actual}" if actual is not None else ""
         super().__init__(
-            f"stream {stream!r}: expected version {expected}{now}; another writer appended first "
-            "(re-read the stream and retry)"
+            f"stream {stream!r}: expected version {expected}{now}; another writer appended first. "
+            "Is a second `evo run --resume` (or another worker) writing this run? Stop it, then resume "
+            "with `evo run CONFIG --resume RUN`; code that appends directly should re-read the stream and retry"
         )
 
 

@@ -78,3 +78,26 @@ def test_default_store_url_is_used(tmp_path):
     st.close()
     r = evo("runs", "--json", env={"EVO_STORE": url})
     assert [x["run_id"] for x in json.loads(r.stdout)] == ["via-env"]
+
+
+def test_non_utf8_response_file_reads_like_the_same_bytes_on_stdin(tmp_path):
+    pytest.importorskip("evo_math.grading")
+    import os
+    import subprocess
+    import sys
+
+    raw = "The answer is \\boxed{42} ".encode() + b"\xff\xfe."
+    (tmp_path / "r.bin").write_bytes(raw)
+    from_file = evo("grade", "math", "--gold", "42", "--response", f"@{tmp_path / 'r.bin'}")
+    assert from_file.returncode == 0, from_file.stderr
+    from_stdin = subprocess.run([sys.executable, "-m", "evo_core.cli.app", "grade", "math", "--gold", "42", "--response", "-"],
+                                input=raw, capture_output=True, timeout=120, env={**os.environ, "EVO_NO_PLUGIN_COMMANDS": "1"})
+    assert from_stdin.returncode == 0, from_stdin.stderr
+    a, b = json.loads(from_file.stdout), json.loads(from_stdin.stdout)
+    assert (a["reward"], a["extracted"], a["answers"]) == (b["reward"], b["extracted"], b["answers"]) == (1.0, "42", ["42"])
+
+
+@pytest.mark.parametrize("url", ["sqlite:////proc/no-such-dir/x.sqlite", "bogus://x"])
+def test_run_store_errors_are_one_line_exit_2(tmp_path, url):
+    r = evo("run", "configs/quickstart.toml", "--store", url, "--set", "run.steps=1")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr

@@ -59,6 +59,10 @@ def test_overrides_apply_and_validate():
     ({"policy": {"kind": "hf"}}, "policy.path"),
     ({"policy": {"tiny": {"layers": 2}}}, "policy.tiny.layers"),
     ({"harness": {"diagnose_evry": 3}}, "diagnose_evry"),
+    ({"sft": {"steps": -5}}, "'sft.steps' must be >= 1"),
+    ({"rl": {"lr": float("nan")}}, "'rl.lr' must be a finite number >= 0"),
+    ({"rl": {"lr": -1e-4}}, "'rl.lr' must be a finite number >= 0"),
+    ({"rl": {"temperature": -0.5}}, "'rl.temperature' must be a finite number >= 0"),
 ])
 def test_bad_config_names_the_key(data, needle):
     with pytest.raises(ConfigError, match=None) as ei:

@@ -31,6 +31,8 @@ def grade_cli(
     """What ``evo grade code`` prints: one JSON-ready verdict. Bad input raises ValueError."""
     if scope not in ("all", "public"):
         raise ValueError(f"--scope must be all or public, not {scope!r}")
+    if time_limit is not None and not (time_limit > 0):
+        raise ValueError(f"--time-limit must be a positive number of seconds, got {time_limit}")
     problem, solution = Path(problem), Path(solution)
     for p, what in ((problem, "--problem"), (solution, "--solution")):
         if not p.is_file():

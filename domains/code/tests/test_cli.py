@@ -38,6 +38,13 @@ def test_grade_code_wrong_answer_is_still_exit_zero(tmp_path):
     assert v["signals"]["time_limit_source"] == "dataset"
 
 
+def test_a_negative_time_limit_reports_the_value_given(tmp_path):
+    (tmp_path / "s.py").write_text("print(0)\n")
+    r = evo("grade", "code", "--problem", str(FIXTURES / "taco.jsonl"), "--id", "taco-sum", "--solution",
+            str(tmp_path / "s.py"), "--time-limit", "-1")
+    assert r.returncode == 2 and "--time-limit must be a positive number of seconds, got -1" in r.stderr
+
+
 def test_grade_code_bad_input_is_a_clear_error(tmp_path):
     (tmp_path / "s.py").write_text("print(0)\n")
     (tmp_path / "bad.jsonl").write_text('{"question": "q", "input_output": "{oops"}\n')
