@@ -16,13 +16,14 @@ Builders (plain functions):
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import pytest
+from evo_events import RolloutCompleted
 
 from evo_core.api import Window
-from evo_events import RolloutCompleted
 
 CORE_DISTRIBUTION = "evotrainer"
 
@@ -146,3 +147,51 @@ def run_evo(*args: str, env: Optional[dict] = None, timeout: float = 120, cwd: A
     e.update(env or {})
     return subprocess.run([sys.executable, "-c", EVO_MAIN, *args], capture_output=True, text=True,
                           timeout=timeout, env=e, cwd=cwd)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def evo_serve(policy: str, *, name: Optional[str] = None, timeout: float = 180) -> Iterator[str]:
+    """``evo serve POLICY`` as a subprocess on 127.0.0.1; yields the base URL (no /v1)."""
+    import os
+    import sys
+    import time
+
+    import httpx
+
+    port = free_port()
+    args = [sys.executable, "-c", EVO_MAIN, "serve", policy, "--port", str(port)]
+    if name:
+        args += ["--served-model-name", name]
+    env = dict(os.environ, OMP_NUM_THREADS="1", EVO_NO_PLUGIN_COMMANDS="1")
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"evo serve exited with {proc.returncode}:\n{proc.stdout.read()}")
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"evo serve did not become healthy in {timeout:.0f} s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -3,19 +3,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
+from typing import Optional
 
-from evo_core.testing import EVO_MAIN, run_evo
-from typing import Iterator, Optional
-
-import httpx
+from evo_core.testing import evo_serve, run_evo  # noqa: F401  (evo_serve: re-exported for the scale tests)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,40 +46,3 @@ def tiny_quickstart_run(workdir: Path, *extra: str) -> tuple[str, str]:
     return url, row["run_id"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def evo_serve(policy: str, *, name: Optional[str] = None, timeout: float = 180) -> Iterator[str]:
-    """``evo serve POLICY`` as a subprocess on 127.0.0.1; yields the base URL (no /v1)."""
-    port = free_port()
-    args = [sys.executable, "-c", EVO_MAIN, "serve", policy, "--port", str(port)]
-    if name:
-        args += ["--served-model-name", name]
-    env = dict(os.environ, OMP_NUM_THREADS="1", EVO_NO_PLUGIN_COMMANDS="1")
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"evo serve exited with {proc.returncode}:\n{proc.stdout.read()}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"evo serve did not become healthy in {timeout:.0f} s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
