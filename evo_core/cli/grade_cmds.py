@@ -1,17 +1,19 @@
-"""``evo grade math|code|swe``: one verdict as JSON, for debugging reward functions.
+"""``evo grade NAME``: one verdict as JSON, for debugging reward functions.
+
+The core owns only the command group and its conventions; each domain adds its own
+``evo grade NAME`` through ``evo_register_commands`` (see ``grade_command``), so a
+third-party domain gets a grade command the same way the shipped ones do.
 
 Exit status: 0 when a verdict was reached (whatever it is); 2 for bad input; 3 when the
-grader itself failed (infrastructure error: no verdict). The domains are imported lazily,
-so a missing one is a clear one-line error, not a traceback.
+grader itself failed (infrastructure error: no verdict).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import typer
 
@@ -20,26 +22,20 @@ INFRA_EXIT = 3
 grade_app = typer.Typer(help="Grade one response with a domain's verifier and print the verdict as JSON.", no_args_is_help=True)
 
 
+def grade_command(name: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator for a domain's ``evo grade NAME`` command (call it from ``evo_register_commands``).
+    Registering a name again replaces the earlier command, so building the CLI twice is harmless."""
+    grade_app.registered_commands[:] = [c for c in grade_app.registered_commands if c.name != name]
+    return grade_app.command(name, **kwargs)
+
+
 def _fail(msg: str, code: int = 2) -> typer.Exit:
     from evo_core.cli.app import fail
 
     return fail(msg, code)
 
 
-def _domain_fn(module: str, dist: str, folder: str) -> Callable[..., dict]:
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):
-            raise _fail(f"the {folder} domain is not installed: pip install -e domains/{folder}  ({dist})")
-        raise
-    fn = getattr(mod, "grade_cli", None)
-    if fn is None:
-        raise _fail(f"{module} has no grade_cli(); is {dist} up to date?")
-    return fn
-
-
-def _text_arg(value: str, what: str) -> str:
+def text_arg(value: str, what: str) -> str:
     """A literal, ``@path`` for a file, or ``-`` for stdin."""
     # Model output is not guaranteed UTF-8: a file and stdin decode the same bytes the same way.
     if value == "-":
@@ -75,56 +71,10 @@ def _emit(result: dict[str, Any]) -> None:
         raise typer.Exit(INFRA_EXIT)
 
 
-@grade_app.command("math")
-def grade_math(
-    gold: str = typer.Option(..., "--gold", help="Gold answer (literal, @file or -)."),
-    response: str = typer.Option(..., "--response", help="Model response (literal, @file or -)."),
-    mode: str = typer.Option("strict", "--mode", help="strict | lenient"),
-) -> None:
-    """Math: extracted answers, equivalence with the gold answer, hedging."""
-    if mode not in ("strict", "lenient"):
-        raise _fail(f"--mode must be strict or lenient, not {mode!r}")
-    fn = _domain_fn("evo_math.grading", "evo-plugin-math", "math")
-    _emit(_call(fn, gold=_text_arg(gold, "--gold"), response=_text_arg(response, "--response"), mode=mode))
-
-
-@grade_app.command("swe")
-def grade_swe(
-    task: Path = typer.Option(..., "--task", help="SWE-bench style task row (JSON)."),
-    patch: Path = typer.Option(..., "--patch", help="The candidate's diff."),
-) -> None:
-    """SWE: apply the patch to a pristine copy, run FAIL_TO_PASS / PASS_TO_PASS."""
-    for p, what in ((task, "--task"), (patch, "--patch")):
-        if not p.is_file():
-            raise _fail(f"{what}: no such file: {p}")
-    fn = _domain_fn("evo_swe.grading", "evo-plugin-swe", "swe")
-    _emit(_call(fn, task_path=str(task), patch_path=str(patch)))
-
-
-@grade_app.command("code")
-def grade_code(
-    problem: Path = typer.Option(..., "--problem", help="Problem file: TACO/APPS, LiveCodeBench, HumanEval, MBPP row (JSON or JSONL)."),
-    solution: Path = typer.Option(..., "--solution", help="Candidate solution (.py, or a completion with a ```python block)."),
-    scope: str = typer.Option("all", "--scope", help="all (strict oracle: every test) | public (training verifier)."),
-    fmt: str = typer.Option("auto", "--format", help="auto | taco | apps | livecodebench | humaneval | mbpp | evo"),
-    row: Optional[int] = typer.Option(None, "--row", help="Row number (1-based) when the file holds several problems."),
-    problem_id: Optional[str] = typer.Option(None, "--id", help="Pick the problem with this id."),
-    float_tol: Optional[float] = typer.Option(None, "--float-tol", help="Tolerance for numeric outputs (default: exact, as LiveCodeBench)."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Per-test seconds (skips calibration)."),
-    k_reference: float = typer.Option(3.0, "--k-reference", help="Time limit = k x reference runtime."),
-    workers: int = typer.Option(2, "--workers", help="Sandbox workers."),
-) -> None:
-    """Code: run the solution on the problem's tests in the sandbox; per-test outcomes."""
-    if scope not in ("all", "public"):
-        raise _fail(f"--scope must be all or public, not {scope!r}")
-    for p, what in ((problem, "--problem"), (solution, "--solution")):
-        if not p.is_file():
-            raise _fail(f"{what}: no such file: {p}")
-    fn = _domain_fn("evo_code.cli", "evo-plugin-code", "code")
-    _emit(_call(
-        fn, problem=problem, solution=solution, scope=scope, fmt=fmt, row=row, problem_id=problem_id,
-        float_tol=float_tol, time_limit=time_limit, k_reference=k_reference, workers=workers,
-    ))
+def run_grader(fn: Callable[..., dict], **kwargs: Any) -> None:
+    """Call a domain's grader and print its verdict: bad input (ValueError) is a one-line error
+    with exit 2, and a verdict the grader could not reach exits 3."""
+    _emit(_call(fn, **kwargs))
 
 
 def register(app: typer.Typer) -> None:

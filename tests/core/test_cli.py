@@ -88,10 +88,10 @@ def test_non_utf8_response_file_reads_like_the_same_bytes_on_stdin(tmp_path):
 
     raw = "The answer is \\boxed{42} ".encode() + b"\xff\xfe."
     (tmp_path / "r.bin").write_bytes(raw)
-    from_file = evo("grade", "math", "--gold", "42", "--response", f"@{tmp_path / 'r.bin'}")
+    from_file = evo("grade", "math", "--gold", "42", "--response", f"@{tmp_path / 'r.bin'}", env={"EVO_NO_PLUGIN_COMMANDS": "0"})
     assert from_file.returncode == 0, from_file.stderr
     from_stdin = subprocess.run([sys.executable, "-m", "evo_core.cli.app", "grade", "math", "--gold", "42", "--response", "-"],
-                                input=raw, capture_output=True, timeout=120, env={**os.environ, "EVO_NO_PLUGIN_COMMANDS": "1"})
+                                input=raw, capture_output=True, timeout=120, env={**os.environ, "EVO_NO_PLUGIN_COMMANDS": "0"})
     assert from_stdin.returncode == 0, from_stdin.stderr
     a, b = json.loads(from_file.stdout), json.loads(from_stdin.stdout)
     assert (a["reward"], a["extracted"], a["answers"]) == (b["reward"], b["extracted"], b["answers"]) == (1.0, "42", ["42"])

@@ -1,4 +1,5 @@
-"""``evo grade code``: grade one solution file against one problem, as the CLI prints it."""
+"""``evo grade code``: the code domain's grade command (added through ``evo_register_commands``)
+and the verdict it prints."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 import attrs
+import typer
 
 from evo_core.api import Completion
+from evo_core.cli.grade_cmds import grade_command, run_grader
 from evo_core.sandbox.pool import LocalSandbox
 
 from evo_code.domain import CodeDomain
@@ -77,3 +80,22 @@ def grade_cli(
         "tests": list(v.details.get("tests", [])),
         "signals": {**v.signals, **extraction},
     }
+
+
+def add_grade_command() -> None:
+    @grade_command("code")
+    def grade_code(
+        problem: Path = typer.Option(..., "--problem", help="Problem file: TACO/APPS, LiveCodeBench, HumanEval, MBPP row (JSON or JSONL)."),
+        solution: Path = typer.Option(..., "--solution", help="Candidate solution (.py, or a completion with a ```python block)."),
+        scope: str = typer.Option("all", "--scope", help="all (strict oracle: every test) | public (training verifier)."),
+        fmt: str = typer.Option("auto", "--format", help="auto | taco | apps | livecodebench | humaneval | mbpp | evo"),
+        row: Optional[int] = typer.Option(None, "--row", help="Row number (1-based) when the file holds several problems."),
+        problem_id: Optional[str] = typer.Option(None, "--id", help="Pick the problem with this id."),
+        float_tol: Optional[float] = typer.Option(None, "--float-tol", help="Tolerance for numeric outputs (default: exact, as LiveCodeBench)."),
+        time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Per-test seconds (skips calibration)."),
+        k_reference: float = typer.Option(3.0, "--k-reference", help="Time limit = k x reference runtime."),
+        workers: int = typer.Option(2, "--workers", help="Sandbox workers."),
+    ) -> None:
+        """Code: run the solution on the problem's tests in the sandbox; per-test outcomes."""
+        run_grader(grade_cli, problem=problem, solution=solution, scope=scope, fmt=fmt, row=row, problem_id=problem_id,
+                   float_tol=float_tol, time_limit=time_limit, k_reference=k_reference, workers=workers)

@@ -10,3 +10,10 @@ def evo_register_domains():
     from evo_math.domain import MathDomain
 
     return [MathDomain()]
+
+
+@hookimpl
+def evo_register_commands(app):
+    from evo_math.cli import add_grade_command  # lazy: the CLI imports plugins only to build commands
+
+    add_grade_command()
