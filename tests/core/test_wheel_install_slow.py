@@ -84,3 +84,17 @@ def test_evo_run_quickstart_by_name_from_the_installed_wheel(wheel, tmp_path):
     assert (work / ".evo" / "cache" / "sft").is_dir()  # relative paths resolved against the working directory
     site = next((venv / "lib").glob("python3*/site-packages"))
     assert not (site / ".evo").exists() and not (site / "evo_core" / "_configs" / ".evo").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("d", ["domains/math", "domains/code", "domains/swe", "examples/evo-plugin-example"])
+def test_each_domain_wheel_carries_license_readme_and_a_bounded_evotrainer(d, tmp_path):
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT / d), "-w", str(tmp_path)], timeout=600)
+    [whl] = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(whl) as z:
+        info = next(n.split("/")[0] for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        meta = z.read(f"{info}/METADATA").decode()
+        assert z.read(f"{info}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
+    assert "Requires-Dist: evotrainer<0.2,>=0.1.0" in meta and "Requires-Python: >=3.10.12" in meta
+    assert "Description-Content-Type: text/markdown" in meta
+    assert (ROOT / d / "README.md").read_text().splitlines()[0] in meta  # the README is the long description
