@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # sha256 of the canonical Apache License 2.0 text (apache.org/licenses/LICENSE-2.0.txt, 202 lines)
 APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
 DISTS = ["domains/math", "domains/code", "domains/swe", "examples/evo-plugin-example"]
-FLOOR = ">=3.10.12"  # tarfile.extractall(filter="data") (evo_swe.repo, evo_core.export) arrived in 3.10.12
+# tarfile.extractall(filter="data") (evo_swe.repo, evo_core.export): PEP 706, in 3.10.12 and 3.11.4
+FLOOR = ">=3.10.12,!=3.11.0,!=3.11.1,!=3.11.2,!=3.11.3"
 
 
 def project(d: str) -> dict:
@@ -75,8 +76,11 @@ def test_each_domain_pins_the_evotrainer_minor_it_was_built_against(d):
 def test_the_python_floor_is_what_the_code_needs():
     uses = [p for p in [*ROOT.glob("evo_core/**/*.py"), *ROOT.glob("domains/*/evo_*/**/*.py")]
             if 'filter="data"' in p.read_text(encoding="utf-8")]
-    assert uses, "nothing needs 3.10.12's extraction filters any more: the floor can come down"
-    assert project(".")["project"]["requires-python"] == FLOOR
+    assert uses, "nothing needs the extraction filters any more: the floor can come down"
+    spec = SpecifierSet(project(".")["project"]["requires-python"])
+    have = ["3.10.12", "3.11.4", "3.12.0", "3.13.1"]
+    lack = ["3.10.11", "3.11.0", "3.11.3", "3.9.20"]
+    assert all(v in spec for v in have) and not any(v in spec for v in lack)
 
 
 def test_the_arithmetic_domain_ships_inside_evotrainer():
