@@ -90,3 +90,18 @@ def test_the_arithmetic_domain_ships_inside_evotrainer():
     assert p["project"]["entry-points"]["evo"]["evo_arithmetic"] == "evo_arithmetic.plugin"
     find = p["tool"]["setuptools"]["packages"]["find"]
     assert "domains/arithmetic" in find["where"] and "evo_arithmetic*" in find["include"]
+
+
+def test_a_scaffolded_plugin_pins_the_installed_evotrainer_series(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    from evo_core import scaffold
+
+    made = scaffold.scaffold("lenspike", "diagnostic", tmp_path)
+    p = tomllib.loads((made.root / "pyproject.toml").read_text())["project"]
+    assert p["requires-python"] == FLOOR and p["readme"] == "README.md" and (made.root / "README.md").is_file()
+    [req] = p["dependencies"]
+    assert SpecifierSet(req.removeprefix("evotrainer")).contains(Version(metadata.version("evotrainer")))
+    for installed, want in [("0.3.2", "evotrainer>=0.3,<0.4"), ("1.4.0", "evotrainer>=1.4,<2")]:
+        monkeypatch.setattr(metadata, "version", lambda _name, v=installed: v)
+        assert scaffold.evotrainer_requirement() == want
