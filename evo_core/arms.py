@@ -39,16 +39,9 @@ def slug(arm: str) -> str:
 
 def overlay_path(arm: str) -> Path:
     """Shipped with the package when installed from a wheel, else the repository's configs/."""
-    name = f"{slug(arm)}.toml"
-    try:
-        from importlib import resources
+    from evo_core.shipped_configs import configs_root
 
-        res = resources.files("evo_configs").joinpath("baselines", name)
-        if res.is_file():
-            return Path(str(res))
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parent.parent / "configs" / "baselines" / name
+    return configs_root() / "baselines" / f"{slug(arm)}.toml"
 
 
 def overlay(arm: str) -> dict[str, Any]:

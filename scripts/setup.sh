@@ -9,7 +9,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 VPY=.venv/bin/python
 stamp=.venv/.evo-installed
-want=$(cat pyproject.toml domains/*/pyproject.toml examples/*/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml setup.py domains/*/pyproject.toml examples/*/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ "${EVO_REINSTALL:-0}" != "1" ]; then
   exit 0
 fi
@@ -21,6 +21,8 @@ pipi "torch==2.13.0"
 # deepspeed: the 2-rank ZeRO test (CPU accelerator + gloo, no op is compiled); lora: peft for adapter sync
 extras="postgres,sinks,wandb,mlflow,parquet,test,deepspeed,lora"
 pipi -e ".[${extras}]"
+# The arithmetic domain once was its own distribution; evotrainer ships it now.
+"$VPY" -m pip uninstall -y -q evo-plugin-arithmetic >>"$log" 2>&1 || true
 for d in domains/*/ examples/*/; do
   if [ -f "$d/pyproject.toml" ]; then
     # a distribution's own test extra (e.g. the code domain's benchmark data) comes along

@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "evo_core.cli.harness_cmds",  # skills
     "evo_core.cli.audit_cmds",  # audit, replay, report, tail
     "evo_core.cli.export_cmds",  # export
+    "evo_core.cli.config_cmds",  # config list, config show
 )
 
 _DEBUG = False

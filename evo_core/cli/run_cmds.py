@@ -1,4 +1,4 @@
-"""``evo run CONFIG [--store URL] [--set key=value]... [--resume RUN] [--harness fixed|evolving]``."""
+"""``evo run CONFIG|NAME [--store URL] [--set key=value]... [--resume RUN] [--harness fixed|evolving]``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_cmd(
-        config: str = typer.Argument(..., help="TOML run config (e.g. configs/quickstart.toml)."),
+        config: str = typer.Argument(..., help="TOML run config file, or a shipped config by name (quickstart, recipes/math; evo config list)."),
         store: Optional[str] = typer.Option(None, "--store", help="Event store URL (default: $EVO_STORE or sqlite:///.evo/evo.sqlite)."),
         set_: List[str] = typer.Option([], "--set", help="Override a config key: --set rl.lr=3e-4 (repeatable)."),
         resume: Optional[str] = typer.Option(None, "--resume", help="Continue this run from its last committed step."),
@@ -22,13 +22,14 @@ def register(app: typer.Typer) -> None:
         """Train a policy with RL while the harness watches (one run per harness mode)."""
         from evo_core.cli.app import fail
         from evo_core.config import ConfigError, load_config
+        from evo_core.shipped_configs import resolve_config
         from evo_core.loop import RunError, resume_run, run_all
         from evo_core.trainer.logs import configure_logging
         from evo_core.store import open_store
 
         configure_logging()
         try:
-            cfg = load_config(config, set_)
+            cfg = load_config(resolve_config(config), set_)
         except ConfigError as exc:
             raise fail(str(exc))
         from evo_core.harness.recipes import MissingPathError, check_paths

@@ -37,6 +37,19 @@ def _template(name: str) -> str:
     return resources.files("evo_core.scaffold").joinpath("templates", name).read_text(encoding="utf-8")
 
 
+def evotrainer_requirement() -> str:
+    """The installed evotrainer's series: its minor while 0.x (a minor may change the API), else its major."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("evotrainer")
+    except metadata.PackageNotFoundError:  # a bare source tree: nothing to pin against
+        return "evotrainer"
+    major, minor = (int(x) for x in (re.findall(r"\d+", version) + ["0", "0"])[:2])
+    upper = f"{major}.{minor + 1}" if major == 0 else f"{major + 1}"
+    return f"evotrainer>={major}.{minor},<{upper}"
+
+
 def names_for(name: str, kind: str) -> dict[str, str]:
     if kind not in KINDS:
         raise ScaffoldError(f"unknown plugin kind {kind!r}; choose one of {', '.join(KINDS)}")
@@ -50,7 +63,7 @@ def names_for(name: str, kind: str) -> dict[str, str]:
     cls = "".join(p.capitalize() for p in snake.split("_")) + kind.capitalize()
     return {"name": base, "kind": kind, "dist": f"evo-plugin-{base}", "module": f"evo_plugin_{snake}", "ep": snake,
             "cls": cls, "diag_name": snake, "gate_name": snake, "domain_name": snake, "iv_name": snake,
-            "prop_name": snake, "sink_name": snake}
+            "prop_name": snake, "sink_name": snake, "evotrainer": evotrainer_requirement()}
 
 
 def scaffold(name: str, kind: str, out_dir: str | Path = ".", *, force: bool = False) -> Scaffolded:
