@@ -67,7 +67,8 @@ def isolated_plugins(*plugins: Any) -> Any:
 
     wanted = list(plugins) or ["+standard"]
     if "+standard" in wanted:
-        wanted = [p for p in wanted if p != "+standard"] + standard_plugins()
+        wanted = [p for p in wanted if p != "+standard"]
+        wanted += [s for s in standard_plugins() if s not in wanted]  # e.g. evo_arithmetic: named and standard
     pm = PluginManager(load_entrypoints=False)
     for p in wanted:
         mod = importlib.import_module(p) if isinstance(p, str) else p
