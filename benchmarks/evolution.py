@@ -298,7 +298,8 @@ def figure_svg(result: dict[str, Any]) -> str:
     colours = {"fixed": "#c0392b", "fixed+early-stop": "#e67e22", "reference": "#7f8c8d", "evolving": "#2471a3",
                "evolving-warm": "#5dade2"}
     flaws = list(agg)
-    w, h, left, top, bottom = 140 * max(1, len(flaws)) + 80, 320, 50, 30, 60
+    # wide enough for the bars, the one-line legend (120 px an arm) and the title
+    w, h, left, top, bottom = max(140 * max(1, len(flaws)) + 80, 120 * len(arms) + 70, 520), 320, 50, 30, 60
     bw = 100 / max(1, len(arms))
     y = lambda v: top + (1 - v) * (h - top - bottom)  # noqa: E731
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
