@@ -52,11 +52,9 @@ def run(args: Sequence[str], cwd: Path, timeout: int = 600) -> subprocess.Comple
 
 
 def outcome(proc: subprocess.CompletedProcess) -> dict[str, Any]:
+    """The run's JSON row (only rank 0 prints one)."""
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-5000:])
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("[{")]
-    assert len(rows) == 1, proc.stdout  # only rank 0 prints
-    [row] = json.loads(rows[0])
-    return row
+    return outcome_from(proc.stdout)
 
 
 def events(store: str, run_id: str) -> list[Any]:
@@ -81,3 +79,33 @@ def verify(store: str, run_id: str) -> dict[str, Any]:
     proc = evo("verify", run_id, "--store", store, "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout)
+
+
+def outcome_from(stdout: str) -> dict[str, Any]:
+    rows = [line for line in stdout.splitlines() if line.startswith("[{")]
+    assert len(rows) == 1, stdout[-3000:]
+    [row] = json.loads(rows[0])
+    return row
+
+
+def wait_for_step(store: str, step: int, proc: subprocess.Popen, timeout: float) -> str:
+    """Poll the store until a run has committed ``step``; returns its run id."""
+    import time
+
+    from evo_core.store import open_store
+
+    deadline = time.monotonic() + timeout
+    path = store.removeprefix("sqlite:///")
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the launch exited with {proc.returncode} before step {step}")
+        if os.path.exists(path):
+            st = open_store(store)
+            try:
+                for run_id in st.runs():
+                    if step in step_metrics(store, run_id):
+                        return run_id
+            finally:
+                st.close()
+        time.sleep(0.2)
+    raise AssertionError(f"no run reached step {step} in {timeout:.0f} s")
