@@ -98,3 +98,24 @@ def test_sigkill_one_rank_then_resume(tmp_path):
     logged = [e.step for e in d.events(store, run_id) if isinstance(e, StepCompleted)]
     assert logged == list(range(1, steps + 1))  # each step exactly once
     assert d.verify(store, run_id)["ok"]
+
+
+def test_backtests_run_on_all_ranks(tmp_path):
+    """The evolving harness forks control and treatment branches for its online A/B tests: the
+    followers fork and train them too, and the harness decides exactly as in a 1-rank launch."""
+    from evo_events import BacktestFailed, BacktestPassed, StepCompleted
+
+    harness = ["--harness", "evolving", "--set", "harness.diagnose_every=2", "--set", "harness.window_steps=4",
+               "--set", "harness.backtest.k_steps=1", "--set", "harness.backtest.replicates=1",
+               "--set", "harness.backtest.min_n=4", "--set", "harness.audit.rate=0.25"]
+    logs = {}
+    for n in (1, 2):
+        work = tmp_path / f"n{n}"
+        work.mkdir()
+        store = f"sqlite:///{work}/evo.sqlite"
+        row = d.outcome(d.run(d.torchrun_args(n, store, work, 6, *harness), cwd=work))
+        logs[n] = d.events(store, row["run_id"])
+    one, two = ([(type(e).__name__, e.step) for e in logs[n] if not isinstance(e, StepCompleted) and
+                 type(e).__name__ not in ("RunStarted", "RunFinished")] for n in (1, 2))
+    assert one == two
+    assert any(isinstance(e, (BacktestPassed, BacktestFailed)) for e in logs[2])
