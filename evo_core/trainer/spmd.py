@@ -117,6 +117,7 @@ def follow(comm: Any, build: Factory, plugins: Any) -> int:
             sid, cfg, state = args
             session, _ = build(cfg, plugins, sft=False)  # the weights come from the leader, SFT included
             session.dist = comm
+            session.engine = _LeaderSyncs(session.engine)
             session.load_resume_state(state)
             sessions = {sid: session}
         elif op == "step":
@@ -133,3 +134,23 @@ def follow(comm: Any, build: Factory, plugins: Any) -> int:
             sessions[args[0]].load_resume_state(args[1])
         else:
             raise RuntimeError(f"rank {comm.rank}: unknown command {op!r} from rank 0")
+
+
+class _LeaderSyncs:
+    """A follower's rollout engine: it samples as usual, but leaves the weight sync to a shared
+    rollout server (``[rollout]``) to rank 0, which pushes the very same weights before it
+    sends the next command."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def generate(self, *args: Any, **kw: Any) -> Any:
+        return self.engine.generate(*args, **kw)
+
+    def sync_weights(self, policy: Any, version: int) -> None:
+        if hasattr(self.engine, "policy"):  # in process: sample from the live weights, nothing to push
+            self.engine.sync_weights(policy, version)
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
