@@ -33,6 +33,9 @@ def check(cfg: Any, info: RankInfo) -> DistributedSettings:
 def join(cfg: Any, info: RankInfo) -> Comm:
     settings = check(cfg, info)
     comm = init_group(info, settings, cfg.run.device)
+    if settings.deepspeed and info.rank == 0:  # say so: a ZeRO-3 table does not shard a ddp run
+        log.warning("distributed: the DeepSpeed keys are not used by engine = ddp (every rank holds the full model "
+                    "and optimizer state)", keys=sorted(settings.deepspeed))
     log.info("rank joined", rank=info.rank, world_size=info.world_size, engine=settings.engine,
              backend=settings.resolved_backend(cfg.run.device))
     return comm
