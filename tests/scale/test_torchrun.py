@@ -119,3 +119,46 @@ def test_backtests_run_on_all_ranks(tmp_path):
                  type(e).__name__ not in ("RunStarted", "RunFinished")] for n in (1, 2))
     assert one == two
     assert any(isinstance(e, (BacktestPassed, BacktestFailed)) for e in logs[2])
+
+
+@pytest.fixture
+def pg_store():
+    """A PostgreSQL store URL in a throw-away schema (skips when the server is unreachable,
+    except under CI=true)."""
+    import uuid
+
+    base = os.environ.get("EVO_TEST_PG_URL") or "postgresql://postgres@127.0.0.1:5432/test"
+    try:
+        import psycopg
+
+        psycopg.connect(base, connect_timeout=3).close()
+    except Exception as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"PostgreSQL unreachable at {base} but CI=true expects it: {exc}", pytrace=False)
+        pytest.skip(f"PostgreSQL unreachable at {base}")
+    schema = f"evo_test_{uuid.uuid4().hex[:12]}"
+    yield f"{base}{'&' if '?' in base else '?'}schema={schema}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_two_node_ranks_share_a_postgres_store(tmp_path, pg_store):
+    """Two torchrun "nodes" (--nnodes 2, one process each, on this host) and one PostgreSQL
+    store: node 0 logs the run, node 1 prints nothing, the run verifies."""
+    port = str(d._port())
+    procs = []
+    for node in (0, 1):
+        work = tmp_path / f"node{node}"
+        work.mkdir()
+        args = d.torchrun_args(1, pg_store, work, 2)
+        at = args.index("--nproc_per_node")
+        args[at:at + 4] = ["--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(node),
+                           "--master_addr", "127.0.0.1", "--master_port", port]
+        procs.append(subprocess.Popen(args, cwd=work, env=d.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs[0][1][-3000:] + outs[1][1][-3000:]
+    row = d.outcome_from(outs[0][0])
+    assert row["status"] == "completed" and row["steps"] == 2
+    assert outs[1][0].strip() == ""
+    assert d.verify(pg_store, row["run_id"])["ok"]
