@@ -16,10 +16,6 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Optional
 
-import structlog
-
-log = structlog.get_logger("evo.ranks")
-
 Factory = Callable[..., tuple[Any, dict[str, Any]]]
 
 
