@@ -372,7 +372,7 @@ class RLSession:
         need_ref = s.kl_coef > 0
         if n_up > 1 or need_ref:
             with torch.no_grad():
-                for mb in self._micro([i for m in mine for i in m]):
+                for mb in self._micro(idx if self.dist is None else sorted(i for m in mine for i in m)):
                     p_ids = [samples[i].prompt_ids for i in mb]
                     c_ids = [samples[i].token_ids for i in mb]
                     if n_up > 1:
