@@ -426,6 +426,8 @@ class RLSession:
         return out
 
     def _micro(self, idx: list[int]) -> list[list[int]]:
+        if not idx:  # a rank's share of a small minibatch can be empty
+            return []
         m = self.rl.micro_batch_size or len(idx)
         return [idx[j:j + m] for j in range(0, len(idx), m)]
 
