@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("--precision", choices=("bf16", "fp32", "fp16"), default=None,
                     help="default bf16 on GPU, fp32 on CPU")
     ap.add_argument("--grad-checkpointing", action="store_true")
+    ap.add_argument("--model-dir", default="", help="a local HF model (>= 0.5B) to train instead of the config-built one")
     args = ap.parse_args()
 
     import torch
@@ -61,10 +62,18 @@ def main() -> None:
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local_rank)
     size = "toy" if args.toy else "0.5b"
-    cfg = Qwen2Config(**SIZES[size], max_position_embeddings=max(seq, 2048), tie_word_embeddings=True)
     torch.manual_seed(0)
     t0 = time.perf_counter()
-    model = Qwen2ForCausalLM(cfg)
+    local = args.model_dir and os.path.exists(os.path.join(args.model_dir, "config.json"))
+    if local:  # a real checkpoint when one is at hand, else a model of that size built from its config
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(args.model_dir, torch_dtype=torch.float32)
+        cfg = model.config
+        size = os.path.basename(os.path.normpath(args.model_dir))
+    else:
+        cfg = Qwen2Config(**SIZES[size], max_position_embeddings=max(seq, 2048), tie_word_embeddings=True)
+        model = Qwen2ForCausalLM(cfg)
     if precision == "bf16":
         model = model.to(torch.bfloat16)
     build_s = time.perf_counter() - t0
@@ -100,7 +109,7 @@ def main() -> None:
     result = {
         "device": torch.cuda.get_device_name() if not cpu else "cpu",
         "world_size": engine.world_size,
-        "model": f"qwen2-{size}",
+        "model": size if local else f"qwen2-{size}",
         "params": n_params,
         "precision": precision,
         "zero_stage": args.zero_stage,

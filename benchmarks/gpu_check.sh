@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# GPU check, in one go (about 5-8 minutes on a GPU machine; each phase has its own time limit
-# so the whole stays under 10). Two phases:
-#   1. train: DeepSpeed ZeRO-2 steps of a Qwen2-0.5B-shaped model built from its config, bf16,
-#      on all visible GPUs (benchmarks/gpu_check.py under torchrun): tokens/s, step time, memory;
-#   2. rl: a >=0.5B model built from its config (benchmarks/gpu_rl_check.py), served for
-#      rollouts by `evo serve` (and `vllm serve` too with --vllm, when vLLM is installed), then
-#      3 RL steps of configs/recipes/math.toml against that server with weight sync after
-#      every update: per-step rollout/update tokens/s as the run logged them.
+# Multi-GPU check, in one go (about 5-8 minutes on a GPU machine; each phase has its own time
+# limit, 200 s + 360 s, so the whole stays under 10). Two phases:
+#   1. train: DeepSpeed ZeRO-2 steps over ALL visible GPUs (benchmarks/gpu_check.py under
+#      torchrun, one rank per GPU), bf16, of the >=0.5B model in --model-dir DIR when DIR holds
+#      one (config.json), else of a Qwen2-0.5B-shaped model built from its config:
+#      tokens/s, step time, peak memory;
+#   2. rl: `evo run configs/recipes/math.toml` as one rank per GPU under torchrun (rank 0 logs,
+#      the others follow; gradients summed over the GPUs with nccl, docs/scale.md), against an
+#      `evo serve` rollout server on the last GPU (and `vllm serve` rollouts timed too with
+#      --vllm), 3 RL steps with a weight sync after every update, the same model as phase 1
+#      (benchmarks/gpu_rl_check.py): per-step rollout/update tokens/s as the run logged them.
+# Not run yet: no GPU machine was available when it was written (docs/scale.md).
 # Prints one JSON object; with $OUT set it also writes it to $OUT/gpu_check.json (and each
 # phase's log to $OUT/).
 #
 #   bash benchmarks/gpu_check.sh                 # on a GPU machine
+#   bash benchmarks/gpu_check.sh --model-dir /models/Qwen2.5-0.5B   # a local checkpoint, if present
 #   bash benchmarks/gpu_check.sh --vllm          # also time rollouts on vLLM
 #   bash benchmarks/gpu_check.sh --cpu           # toy sizes on the CPU (DeepSpeed's CPU accelerator, gloo)
 #   bash benchmarks/gpu_check.sh --zero-stage 3  # other flags go to the training phase (gpu_check.py)
@@ -24,14 +29,20 @@ PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
 "$PY" -c "import deepspeed" >/dev/null 2>&1 || { echo "error: deepspeed is not installed: pip install -e '.[deepspeed]'" >&2; exit 2; }
 
-cpu=0 vllm=0 extra=()
-for a in "$@"; do
-  case "$a" in
+cpu=0 vllm=0 extra=() model_dir=""
+while [ $# -gt 0 ]; do
+  case "$1" in
     --cpu) cpu=1 ;;
     --vllm) vllm=1 ;;
-    *) extra+=("$a") ;;  # the training phase's own flags (benchmarks/gpu_check.py --help)
+    --model-dir) model_dir=${2:-}; shift ;;
+    *) extra+=("$1") ;;  # the training phase's own flags (benchmarks/gpu_check.py --help)
   esac
+  shift
 done
+if [ -n "$model_dir" ] && [ ! -f "$model_dir/config.json" ]; then
+  echo "note: no model in $model_dir (no config.json): using a config-built 0.5B model" >&2
+  model_dir=""
+fi
 if [ "$cpu" = 0 ] && ! "$PY" -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   echo "error: torch sees no CUDA GPU here; use --cpu for the toy-size CPU run" >&2
   exit 2
@@ -62,10 +73,12 @@ else
   [ -n "$gpus" ] || gpus='[]'
 fi
 [ "$vllm" = 1 ] && rl_args+=(--vllm)
+rl_args+=(--ranks "$ranks")
+if [ -n "$model_dir" ]; then train_args+=(--model-dir "$model_dir"); rl_args+=(--model-dir "$model_dir"); fi
 
 # phase 1: DeepSpeed ZeRO-2 training steps on every GPU
 t0=$(date +%s)
-timeout 240 "$PY" -m torch.distributed.run --standalone --nproc_per_node="$ranks" benchmarks/gpu_check.py \
+timeout 200 "$PY" -m torch.distributed.run --standalone --nproc_per_node="$ranks" benchmarks/gpu_check.py \
   "${train_args[@]}" ${extra[@]+"${extra[@]}"} >"$logs/train.log" 2>&1
 train_rc=$?
 train_json=$(grep -E '^\{' "$logs/train.log" | tail -n 1)
@@ -73,7 +86,7 @@ train_json=$(grep -E '^\{' "$logs/train.log" | tail -n 1)
 
 # phase 2: rollouts from a server, then RL steps of the math recipe against it
 t1=$(date +%s)
-timeout 330 "$PY" benchmarks/gpu_rl_check.py --work "$work/rl" "${rl_args[@]}" >"$logs/rl.log" 2>&1
+timeout 360 "$PY" benchmarks/gpu_rl_check.py --work "$work/rl" "${rl_args[@]}" >"$logs/rl.log" 2>&1
 rl_rc=$?
 rl_json=$(grep -E '^\{' "$logs/rl.log" | tail -n 1)
 [ -n "$rl_json" ] || rl_json=null

@@ -133,7 +133,12 @@ def rl_run(work: Path, model: Path, train: Path, held: Path, url: str, args: arg
             "harness.backtest.k_steps": "2",  # an online A/B trains control and treatment this many steps each
             "rollout": rollout}
     url_store = f"sqlite:///{work}/evo.sqlite"
-    cmd = [sys.executable, "-c", _EVO, "run", str(ROOT / "configs/recipes/math.toml"), "--store", url_store,
+    launch = [sys.executable, "-c", _EVO]
+    if args.ranks > 1:  # one process per GPU; rank 0 logs, the others follow (docs/scale.md)
+        launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.ranks}",
+                  "-m", "evo_core.cli.app"]
+        sets["run.device"] = q("cuda" if args.device.startswith("cuda") else args.device)  # each rank: its LOCAL_RANK GPU
+    cmd = [*launch, "run", str(ROOT / "configs/recipes/math.toml"), "--store", url_store,
            "--harness", "evolving", "--no-progress", "--json"]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
@@ -156,7 +161,7 @@ def rl_run(work: Path, model: Path, train: Path, held: Path, url: str, args: arg
     syncs = sum(isinstance(e, PolicyUpdated) and e.target == "policy" for e in events)
     return {"status": row["status"], "steps": steps, "weight_syncs": syncs, "wall_s": round(wall, 1), "log_verifies": ok,
             "prompts_per_step": args.prompts, "group_size": args.group, "max_new_tokens": args.max_new_tokens,
-            "algorithm": "dapo (math recipe)"}
+            "algorithm": "dapo (math recipe)", "ranks": args.ranks}
 
 
 def main() -> None:
@@ -172,11 +177,15 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=None)
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--micro-batch", type=int, default=None)
+    ap.add_argument("--ranks", type=int, default=1,
+                    help="train as this many ranks under torchrun (DDP over the GPUs; one evo serve for rollouts)")
+    ap.add_argument("--model-dir", default="", help="a local HF model (>= 0.5B) to use instead of building one")
     args = ap.parse_args()
     toy = args.toy
     args.dtype = args.dtype or ("float32" if toy else "bfloat16")
     args.steps = args.steps or (2 if toy else 3)
     args.prompts = args.prompts or (2 if toy else 16)
+    args.prompts = -(-args.prompts // args.ranks) * args.ranks  # the global batch splits evenly over the ranks
     args.group = args.group or (2 if toy else 8)
     args.max_new_tokens = args.max_new_tokens or (8 if toy else 256)
     args.micro_batch = args.micro_batch or (0 if toy else 16)
@@ -187,7 +196,12 @@ def main() -> None:
                  "dtype": args.dtype}
     t = time.perf_counter()
     model = work / "model"
-    out["params"] = build_model(model, "toy" if toy else "0.5b", args.dtype)
+    if args.model_dir and (Path(args.model_dir) / "config.json").exists():
+        model = Path(args.model_dir)
+        out["model"] = str(model)
+    else:
+        out["params"] = build_model(model, "toy" if toy else "0.5b", args.dtype)
+    out["ranks"] = args.ranks
     out["build_s"] = round(time.perf_counter() - t, 1)
     train, held = write_tasks(work / "data", 64, 8 if toy else 16)
     servers = [("evo_serve", False)] + ([("vllm", True)] if args.vllm else [])

@@ -341,6 +341,12 @@ def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
         raise ConfigError("config key 'run.harnesses' must list at least one harness arm")
     if cfg.policy.kind == "hf" and not cfg.policy.path:
         raise ConfigError("config key 'policy.path' is required when policy.kind = 'hf' (a local model directory)")
+    from evo_core.trainer.dist_settings import DistributedConfigError, DistributedSettings
+
+    try:  # the [distributed] semantics live with the trainer; a bad key fails here, before anything is built
+        DistributedSettings.from_mapping(cfg.distributed)
+    except DistributedConfigError as exc:
+        raise ConfigError(str(exc)) from None
     return attrs.evolve(cfg, harness=_validate_harness(harness))
 
 

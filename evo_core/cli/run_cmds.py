@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import List, Optional
 
@@ -42,26 +43,43 @@ def register(app: typer.Typer) -> None:
 
         if harness is not None and harness not in ARMS:
             raise fail(f"--harness must be one of {', '.join(ARMS)}, got {harness!r}")
+        from evo_core.trainer.ranks import detect
+
+        ranked = detect()  # started by torchrun / the deepspeed launcher: one process per rank
+        leading = contextlib.nullcontext(None)
+        if ranked is not None:
+            from evo_core.trainer import launch
+
+            try:
+                comm = launch.join(cfg, ranked)
+            except ValueError as exc:
+                raise fail(str(exc))
+            if not comm.leader:  # followers never open the store, print nothing, evaluate nothing
+                raise typer.Exit(launch.run_follower(comm, cfg))
+            leading = launch.leading(comm)
         progress = None
         if cfg.run.progress and not no_progress:
             from evo_core.trainer.progress import RunProgress
 
             progress = RunProgress()
+        from evo_core.run_setup import build_session
         from evo_core.store import StoreError
 
-        try:
-            st = open_store(store)
-        except StoreError as exc:
-            raise fail(str(exc))
-        try:
-            if resume:
-                outcomes = [resume_run(cfg, st, resume, progress=progress, harness=harness)]
-            else:
-                outcomes = run_all(cfg, st, harness=harness, progress=progress)
-        except (RunError, ConfigError, StoreError) as exc:
-            raise fail(str(exc))
-        finally:
-            st.close()
+        with leading as leader:
+            factory = leader.factory(build_session) if leader is not None else build_session
+            try:
+                st = open_store(store)
+            except StoreError as exc:
+                raise fail(str(exc))
+            try:
+                if resume:
+                    outcomes = [resume_run(cfg, st, resume, progress=progress, harness=harness, session_factory=factory)]
+                else:
+                    outcomes = run_all(cfg, st, harness=harness, progress=progress, session_factory=factory)
+            except (RunError, ConfigError, StoreError) as exc:
+                raise fail(str(exc))
+            finally:
+                st.close()
         rows = [{"run_id": o.run_id, "status": o.status, "steps": o.steps, **o.summary} for o in outcomes]
         if as_json:
             typer.echo(json.dumps(rows, default=str))

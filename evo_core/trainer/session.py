@@ -121,6 +121,7 @@ class RLSession:
         self._ref_policy: Any = None
         self.id_salt = f"session:{seed}"  # rollout ids derive from it: a recomputed step gets the same ids
         self.features_s = 0.0  # time spent on the harness's generic features (its bookkeeping, not training)
+        self.dist: Any = None  # a ranks.Comm when launched as several ranks (see evo_core.trainer.shard)
 
     def _make_optimizer(self) -> Any:
         import torch
@@ -251,9 +252,21 @@ class RLSession:
         G = int(hp["group_size"])
         params = SamplingParams(n=G, temperature=float(hp["temperature"]), top_p=float(hp["top_p"]),
                                 max_new_tokens=int(hp["max_new_tokens"]), stop=tuple(hp["stop"]))
-        ts = time.perf_counter()
-        groups = self.engine.generate(prompts, params, generator=self.gen)
-        rollout_time = time.perf_counter() - ts
+        if self.dist is None:
+            ts = time.perf_counter()
+            groups = self.engine.generate(prompts, params, generator=self.gen)
+            rollout_time = time.perf_counter() - ts
+            items, samples = self._graded(chosen, groups, step, group_offset)
+        else:  # this rank samples and grades its slice; every rank gets the whole batch back
+            from evo_core.trainer.shard import sharded_rollouts
+
+            items, samples, rollout_time = sharded_rollouts(self, chosen, prompts, params, step, group_offset)
+        return self._rewarded(items, samples, hp, state, step) + (rollout_time,)
+
+    def _graded(self, chosen: Sequence[Task], groups: Sequence[Sequence[Sample]], step: int,
+                group_offset: int) -> tuple[list[RolloutItem], list[Sample]]:
+        """Features and the training verifier's verdicts for sampled groups (``chosen[i]``
+        is group ``group_offset + i`` of the step)."""
         items: list[RolloutItem] = []
         samples: list[Sample] = []
         for gi, (task, group) in enumerate(zip(chosen, groups)):
@@ -270,6 +283,11 @@ class RLSession:
                                          verdict=verdict, reward=verdict.reward, mask=verdict.reward is not None,
                                          features=f))
                 samples.append(s)
+        return items, samples
+
+    def _rewarded(self, items: list[RolloutItem], samples: list[Sample], hp: dict[str, Any], state: Any,
+                  step: int) -> tuple[list[RolloutItem], list[Sample]]:
+        """The audit, the interventions' and plugins' rewards and masks, overlong shaping."""
         self._audit(items)
         batch = RolloutBatch(step=step, items=items, hyperparameters=hp, regrade=self._regrader(len(items)))
         raw = [it.reward for it in items]
@@ -290,7 +308,7 @@ class RLSession:
                 if it.reward is not None:
                     it.reward += overlong_penalty(len(s.token_ids), int(hp["max_new_tokens"]),
                                                   int(hp["overlong_buffer"]), float(hp["overlong_penalty"]))
-        return items, samples, rollout_time
+        return items, samples
 
     def _audit(self, items: list[RolloutItem]) -> None:
         """Label a sample of rollouts with the strict oracle (evidence for the harness)."""
@@ -343,12 +361,18 @@ class RLSession:
         if n_up > 1:
             self.rng.shuffle(perm)
         minibatches = [perm[j::n_up] for j in range(n_up)]
+        if self.dist is not None:  # each rank backpropagates its slice; the loss keeps the global normalisers
+            from evo_core.trainer.shard import my_slice
+
+            mine = [my_slice(self.dist, mb) for mb in minibatches]
+        else:
+            mine = minibatches
         old: dict[int, Any] = {}
         ref: dict[int, Any] = {}
         need_ref = s.kl_coef > 0
         if n_up > 1 or need_ref:
             with torch.no_grad():
-                for mb in self._micro(idx):
+                for mb in self._micro(idx if self.dist is None else sorted(i for m in mine for i in m)):
                     p_ids = [samples[i].prompt_ids for i in mb]
                     c_ids = [samples[i].token_ids for i in mb]
                     if n_up > 1:
@@ -360,10 +384,10 @@ class RLSession:
                         for r, i in enumerate(mb):
                             ref[i] = lp[r]
         tot = {"loss": 0.0, "clipped": 0.0, "kl": 0.0, "tokens": 0.0, "ent": 0.0, "grad_norm": 0.0}
-        for mb_all in minibatches:
+        for mb_all, mb_mine in zip(minibatches, mine):
             n_tokens = float(sum(len(samples[i].token_ids) for i in mb_all))
             self.optimizer.zero_grad(set_to_none=True)
-            for mb in self._micro(mb_all):
+            for mb in self._micro(mb_mine):
                 p_ids = [samples[i].prompt_ids for i in mb]
                 c_ids = [samples[i].token_ids for i in mb]
                 logp, mask, ent = self.policy.score(p_ids, c_ids, with_entropy=True)
@@ -383,10 +407,16 @@ class RLSession:
                 for r, i in enumerate(mb):
                     out["entropy_by_item"][i] = round(per_seq[r], 5)
             params = [p for p in model.parameters() if p.requires_grad]
+            if self.dist is not None:
+                self.dist.sum_grads(params)
             gn = torch.nn.utils.clip_grad_norm_(params, self.rl.grad_clip if self.rl.grad_clip > 0 else float("inf"))
             tot["grad_norm"] += float(gn)
             self.optimizer.step()
         model.eval()
+        if self.dist is not None:
+            from evo_core.trainer.shard import reduce_update_stats
+
+            reduce_update_stats(self.dist, tot, out["entropy_by_item"])
         toks = tot["tokens"]
         out.update(updated=True, time=time.perf_counter() - t0, loss=tot["loss"] / n_up,
                    clip_frac=tot["clipped"] / max(toks, 1), entropy=tot["ent"] / max(toks, 1),
@@ -396,6 +426,8 @@ class RLSession:
         return out
 
     def _micro(self, idx: list[int]) -> list[list[int]]:
+        if not idx:  # a rank's share of a small minibatch can be empty
+            return []
         m = self.rl.micro_batch_size or len(idx)
         return [idx[j:j + m] for j in range(0, len(idx), m)]
 

@@ -1,0 +1,80 @@
+"""The ``[distributed]`` table: how ``evo run`` trains when a launcher (torchrun, the
+``deepspeed`` launcher) starts it as several ranks.
+
+Validated when the config is loaded, so a typo is a one-line error before anything is built
+(``distributed.zero_stagee: unknown key (known: ...)``). The DeepSpeed keys (``zero_stage``,
+``precision``, ...) are the ones :class:`evo_core.trainer.distributed.DeepSpeedSettings`
+takes; they are checked by it, with its messages re-prefixed with ``distributed.``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+import attrs
+
+ENGINES = ("ddp", "deepspeed")
+BACKENDS = ("auto", "gloo", "nccl")
+_OWN = ("engine", "backend", "timeout_s")
+
+
+class DistributedConfigError(ValueError):
+    """One line naming the ``distributed.*`` key at fault."""
+
+
+@attrs.frozen(kw_only=True)
+class DistributedSettings:
+    """``engine``: "ddp" (every rank holds the full model; gradients are summed over ranks with
+    one all-reduce per update, what DDP does) or "deepspeed" (ZeRO, see ``deepspeed``).
+    ``backend``: the torch.distributed backend; "auto" is nccl on CUDA and gloo on CPU.
+    ``timeout_s``: how long a collective waits for a missing rank before the job fails."""
+
+    engine: str = "ddp"
+    backend: str = "auto"
+    timeout_s: float = 600.0
+    deepspeed: Mapping[str, Any] = attrs.Factory(dict)  # the ZeRO keys, as validated by DeepSpeedSettings
+
+    @classmethod
+    def from_mapping(cls, data: Optional[Mapping[str, Any]]) -> "DistributedSettings":
+        from evo_core.trainer.distributed import DeepSpeedSettings
+
+        data = dict(data or {})
+        ds_keys = {a.name for a in attrs.fields(DeepSpeedSettings)}
+        known = sorted(set(_OWN) | ds_keys)
+        for key in data:
+            if key not in known:
+                raise DistributedConfigError(f"distributed.{key}: unknown key (known: {', '.join(known)})")
+        engine = data.get("engine", "ddp")
+        if engine not in ENGINES:
+            raise DistributedConfigError(f"distributed.engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
+        backend = data.get("backend", "auto")
+        if backend not in BACKENDS:
+            raise DistributedConfigError(f"distributed.backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        timeout = data.get("timeout_s", 600.0)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise DistributedConfigError(f"distributed.timeout_s: must be a positive number, got {timeout!r}")
+        ds = {k: v for k, v in data.items() if k in ds_keys}
+        try:
+            DeepSpeedSettings.from_mapping(ds)
+        except (TypeError, ValueError) as exc:
+            msg = str(exc).replace("deepspeed.", "distributed.", 1)
+            raise DistributedConfigError(msg.splitlines()[0]) from None
+        return cls(engine=engine, backend=backend, timeout_s=float(timeout), deepspeed=ds)
+
+    def deepspeed_settings(self) -> Any:
+        from evo_core.trainer.distributed import DeepSpeedSettings
+
+        return DeepSpeedSettings.from_mapping(self.deepspeed)
+
+    def resolved_backend(self, device: str) -> str:
+        if self.backend != "auto":
+            return self.backend
+        return "nccl" if device.startswith("cuda") else "gloo"
+
+
+def check_global_batch(prompts_per_step: int, world_size: int) -> None:
+    """The global batch (``rl.prompts_per_step``) is split evenly over the ranks."""
+    if prompts_per_step % world_size:
+        raise DistributedConfigError(
+            f"rl.prompts_per_step = {prompts_per_step} (the global batch) is not divisible by the "
+            f"{world_size} ranks of this launch")

@@ -1,0 +1,152 @@
+"""Leader and followers: how the ranks of a launched ``evo run`` stay in step.
+
+Rank 0 (the leader) runs the ordinary run loop: it alone opens the event store, runs the
+harness, evaluates, writes checkpoints, sinks and progress. Its session is wrapped in a
+:class:`LeaderSession`: every operation that changes training state (an RL step with the
+harness state it sees, a fork for a backtest branch, loading weights into a branch, a
+restore, loading a resume checkpoint, the rollout id salt) is first broadcast as a command,
+and every other rank (a follower, :func:`follow`) applies it to its own replica of that
+session. Inside the RL step the ranks then split sampling and the update between them
+(``evo_core.trainer.shard``). Online A/B backtests (control and treatment forked from the
+same state) therefore train on all ranks too, and the harness itself is untouched.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Optional
+
+Factory = Callable[..., tuple[Any, dict[str, Any]]]
+
+
+class Leader:
+    """Rank 0's side of the command channel."""
+
+    def __init__(self, comm: Any) -> None:
+        self.comm = comm
+        self._next = 0
+        self._dropped: list[int] = []  # branches the leader let go of: the followers free theirs too
+        # set while the leader carries out a command the followers also run: an exception that
+        # escapes it leaves them inside a collective, where an "exit" command must not follow
+        self.busy = False
+
+    def new_sid(self) -> int:
+        self._next += 1
+        return self._next
+
+    def drop(self, sid: int) -> None:
+        self._dropped.append(sid)
+
+    def send(self, op: str, *args: Any) -> None:
+        dropped, self._dropped = self._dropped, []
+        self.comm.broadcast((dropped, op, args))
+
+    def run(self, op: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Broadcast ``op`` with ``args`` (the session id first), then do it here too."""
+        self.send(op, *args)
+        self.busy = True
+        out = fn()
+        self.busy = False
+        return out
+
+    def factory(self, build: Factory) -> Factory:
+        """A session factory for ``RunLoop``: the leader builds (with the SFT warm start), then
+        hands every follower the resulting training state, so all replicas start identical."""
+
+        def make(cfg: Any, plugins: Any, **kw: Any) -> tuple[Any, dict[str, Any]]:
+            session, info = build(cfg, plugins, **kw)
+            session.dist = self.comm
+            sid = self.new_sid()
+            self.send("new", sid, cfg, session.resume_state())
+            return LeaderSession(session, self, sid), info
+
+        return make
+
+
+class LeaderSession:
+    """The leader's session: reads go straight to it; state changes are broadcast first."""
+
+    def __init__(self, inner: Any, leader: Leader, sid: int) -> None:
+        object.__setattr__(self, "_inner", inner)
+        object.__setattr__(self, "_leader", leader)
+        object.__setattr__(self, "_sid", sid)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "id_salt":  # rollout ids derive from it: every rank must name rollouts alike
+            self._leader.send("set", self._sid, name, value)
+        setattr(self._inner, name, value)
+
+    def rl_step(self, state: Any = None) -> Any:
+        return self._leader.run("step", lambda: self._inner.rl_step(state), self._sid, state)
+
+    def fork(self, seed: Optional[int] = None) -> "LeaderSession":
+        sid = self._leader.new_sid()
+        inner = self._leader.run("fork", lambda: self._inner.fork(seed), self._sid, sid, seed)
+        branch = LeaderSession(inner, self._leader, sid)
+        weakref.finalize(branch, self._leader.drop, sid)
+        return branch
+
+    def load_weights_bytes(self, data: bytes) -> None:
+        self._leader.run("load_weights", lambda: self._inner.load_weights_bytes(data), self._sid, data)
+
+    def restore(self, data: bytes, policy_version: int) -> None:
+        self._leader.run("restore", lambda: self._inner.restore(data, policy_version), self._sid, data, policy_version)
+
+    def load_resume_state(self, d: Any) -> None:
+        self._leader.run("load_resume", lambda: self._inner.load_resume_state(d), self._sid, d)
+
+
+def follow(comm: Any, build: Factory, plugins: Any) -> int:
+    """A follower rank: apply the leader's commands until it says ``exit``; returns the exit
+    code the leader sent. Followers never open the store and never evaluate."""
+    sessions: dict[int, Any] = {}
+    while True:
+        dropped, op, args = comm.broadcast(None)
+        for sid in dropped:
+            sessions.pop(sid, None)
+        if op == "exit":
+            return int(args[0])
+        if op == "new":
+            sid, cfg, state = args
+            session, _ = build(cfg, plugins, sft=False)  # the weights come from the leader, SFT included
+            session.dist = comm
+            session.engine = _LeaderSyncs(session.engine)
+            session.load_resume_state(state)
+            sessions = {sid: session}
+        elif op == "step":
+            sessions[args[0]].rl_step(args[1])
+        elif op == "fork":
+            sessions[args[1]] = sessions[args[0]].fork(args[2])
+        elif op == "set":
+            setattr(sessions[args[0]], args[1], args[2])
+        elif op == "load_weights":
+            sessions[args[0]].load_weights_bytes(args[1])
+        elif op == "restore":
+            sessions[args[0]].restore(args[1], args[2])
+        elif op == "load_resume":
+            sessions[args[0]].load_resume_state(args[1])
+        else:
+            raise RuntimeError(f"rank {comm.rank}: unknown command {op!r} from rank 0")
+
+
+class _LeaderSyncs:
+    """A follower's rollout engine: it samples as usual, but leaves the weight sync to a shared
+    rollout server (``[rollout]``) to rank 0, which pushes the very same weights before it
+    sends the next command."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def generate(self, *args: Any, **kw: Any) -> Any:
+        return self.engine.generate(*args, **kw)
+
+    def sync_weights(self, policy: Any, version: int) -> None:
+        if hasattr(self.engine, "policy"):  # in process: sample from the live weights, nothing to push
+            self.engine.sync_weights(policy, version)
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)

@@ -1,0 +1,79 @@
+"""``[distributed]``: validated when the config loads, one line naming the key, exit 2 before
+any rank builds anything; rank detection and the per-rank slices (fast, no process group)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evo_core.config import ConfigError, config_from_dict
+from evo_core.trainer.dist_settings import DistributedConfigError, DistributedSettings
+from evo_core.trainer.ranks import Comm, RankInfo, detect
+from evo_core.trainer.shard import group_seed
+
+from .export_testlib import ROOT, evo
+
+
+def test_settings_defaults_and_deepspeed_keys():
+    s = DistributedSettings.from_mapping({"zero_stage": 2, "precision": "bf16"})
+    assert (s.engine, s.backend) == ("ddp", "auto")
+    assert s.deepspeed_settings().zero_stage == 2
+    assert s.resolved_backend("cpu") == "gloo" and s.resolved_backend("cuda") == "nccl"
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"zero_stagee": 2}, "distributed.zero_stagee: unknown key (known: accelerator, backend, betas"),
+    ({"engine": "fsdp"}, "distributed.engine: must be one of ddp, deepspeed, got 'fsdp'"),
+    ({"backend": "mpi"}, "distributed.backend: must be one of auto, gloo, nccl"),
+    ({"timeout_s": 0}, "distributed.timeout_s: must be a positive number"),
+    ({"zero_stage": 4}, "distributed.zero_stage must be in 0..3, got 4"),
+])
+def test_bad_table_is_one_line(table, message):
+    with pytest.raises(DistributedConfigError) as exc:
+        DistributedSettings.from_mapping(table)
+    assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+    with pytest.raises(ConfigError, match="^distributed\\."):
+        config_from_dict({"distributed": table})
+
+
+def test_bad_key_stops_evo_run_before_anything(tmp_path):
+    store = tmp_path / "evo.sqlite"
+    proc = evo("run", str(ROOT / "configs" / "quickstart.toml"), "--store", f"sqlite:///{store}",
+               "--set", "distributed.zero_stagee=2", cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines[0].startswith("error: distributed.zero_stagee: unknown key (known: accelerator, backend, ")
+    assert len(lines) == 1 and not store.exists()
+
+
+def test_indivisible_global_batch_stops_every_rank(tmp_path):
+    """A launched rank checks the split before joining the process group (no peer is needed)."""
+    env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    proc = evo("run", str(ROOT / "configs" / "quickstart.toml"), "--store", f"sqlite:///{tmp_path}/evo.sqlite",
+               "--set", "rl.prompts_per_step=7", cwd=tmp_path, env=env)
+    assert proc.returncode == 2
+    assert "rl.prompts_per_step = 7 (the global batch) is not divisible by the 2 ranks" in proc.stderr
+
+
+def test_deepspeed_engine_is_refused_until_wired(tmp_path):
+    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    proc = evo("run", str(ROOT / "configs" / "quickstart.toml"), "--store", f"sqlite:///{tmp_path}/evo.sqlite",
+               "--set", 'distributed.engine="deepspeed"', cwd=tmp_path, env=env)
+    assert proc.returncode == 2 and "distributed.engine" in proc.stderr
+
+
+def test_detect():
+    assert detect({}) is None
+    assert detect({"RANK": "1", "WORLD_SIZE": "2"}) is None  # no rendezvous: not a launch
+    full = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "2"}
+    assert detect(full) == RankInfo(1, 4, 1)
+
+
+def test_shares_are_disjoint_and_cover():
+    for world in (1, 2, 3):
+        for n in (0, 1, 7, 8):
+            got = [Comm(RankInfo(r, world, r)).share(n) for r in range(world)]
+            assert [x for lo, hi in got for x in range(lo, hi)] == list(range(n))
+
+
+def test_group_seed_is_stable():
+    assert group_seed(5, 0) == group_seed(5, 0) != group_seed(5, 1)
