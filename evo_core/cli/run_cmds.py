@@ -82,7 +82,8 @@ def register(app: typer.Typer) -> None:
             from evo_core.cli.tables import print_table
 
             t = Table(title="runs")
-            for col in ("run", "status", "steps", "validation strict", "greedy strict", "train reward", "harness v", "diagnoses"):
+            t.add_column("run", no_wrap=True, min_width=max((len(r["run_id"]) for r in rows), default=3))
+            for col in ("status", "steps", "validation strict", "greedy strict", "train reward", "harness v", "diagnoses"):
                 t.add_column(col)
             for r in rows:
                 ev = r.get("final_eval") or {}

@@ -131,7 +131,9 @@ def register(app: typer.Typer) -> None:
             out.print(f"no runs in {st.url}")
             return
         t = Table(title=f"runs in {st.url}")
-        for col in ("run", "config", "mode", "status", "harness v", "step", "events", "started"):
+        # a run id is what one copies into the next command: never cut it, even in a narrow terminal
+        t.add_column("run", no_wrap=True, min_width=max(len(r["run_id"]) for r in rows))
+        for col in ("config", "mode", "status", "harness v", "step", "events", "started"):
             t.add_column(col)
         for r in rows:
             t.add_row(r["run_id"], r["config"], r["mode"], r["status"], str(r["harness_version"]), str(r["step"]),

@@ -75,16 +75,21 @@ class StepLog:
             elif isinstance(ev, InterventionProposed):
                 self._names[ev.event_id] = f"{ev.kind}/{ev.name}"
             elif isinstance(ev, Promoted):
-                self._promoted.append(self._names.get(ev.subject_id, f"{ev.subject} {ev.subject_id[:12]}"))
+                self._promoted.append(self._name(ev))
                 self.harness_version = max(self.harness_version, ev.harness_version_after)
             elif isinstance(ev, Rejected):
-                self._rejected.append(self._names.get(ev.subject_id, f"{ev.subject} {ev.subject_id[:12]}"))
+                self._rejected.append(self._name(ev))
             elif isinstance(ev, HarnessPassCompleted):
                 self.harness_version = ev.harness_version
         st = self._step
         if st is not None and (st.step % self.log_every == 0 or st.step == self.total):
             self._line(st)
         self._step = None
+
+    def _name(self, ev: Any) -> str:
+        if ev.subject == "policy":
+            return f"policy v{ev.subject_id}"  # a checkpoint joined (or was kept off) the main line
+        return self._names.get(ev.subject_id, f"{ev.subject} {ev.subject_id[:12]}")
 
     def _line(self, st: StepCompleted) -> None:
         m = st.metrics

@@ -43,18 +43,19 @@ samples = 1
 MAIN = "import sys; from evo_core.cli.app import main; main(sys.argv[1:])"
 
 
-def _evo_run(tmp_path, *args, env=None):
+def _evo_run(tmp_path, global_args=(), run_args=(), env=None):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     cfg = tmp_path / "q.toml"
     cfg.write_text(TOML.format(ck=tmp_path / "ck"))
     e = {**os.environ, "EVO_NO_PLUGIN_COMMANDS": "1", "OMP_NUM_THREADS": "1", **(env or {})}
     e.pop("FORCE_COLOR", None)
-    return subprocess.run([sys.executable, "-c", MAIN, *args[:-1], "run", str(cfg), "--store",
-                           f"sqlite:///{tmp_path}/evo.sqlite", *args[-1]],
+    return subprocess.run([sys.executable, "-c", MAIN, *global_args, "run", str(cfg), "--store",
+                           f"sqlite:///{tmp_path}/evo.sqlite", *run_args],
                           capture_output=True, text=True, env=e, cwd=ROOT, timeout=600)
 
 
 def test_piped_stderr_gets_step_lines_not_a_progress_bar(tmp_path):
-    r = _evo_run(tmp_path, [])
+    r = _evo_run(tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "\x1b[" not in r.stderr and "\r" not in r.stderr and "━" not in r.stderr  # no bar, no colour
     steps = [line for line in r.stderr.splitlines() if " step " in line and "run_id=quickstart-evolving-" in line]
@@ -68,7 +69,7 @@ def test_json_log_format_gives_parseable_lines(tmp_path):
     # the global option and the env var do the same; --log-every overrides run.log_every
     for how in ((["--log-format", "json"], {}), ([], {"EVO_LOG_FORMAT": "json"})):
         args, env = how
-        r = _evo_run(tmp_path / str(len(args)), *args, ["--log-every", "1"], env=env)
+        r = _evo_run(tmp_path / str(len(args)), args, ["--log-every", "1"], env=env)
         assert r.returncode == 0, r.stderr[-3000:]
         lines = [json.loads(x) for x in r.stderr.splitlines() if x.strip()]  # every line is JSON
         steps = [x for x in lines if x["event"] == "step"]
@@ -82,7 +83,7 @@ def test_json_log_format_gives_parseable_lines(tmp_path):
 
 
 def test_a_bad_log_format_is_one_line(tmp_path):
-    r = _evo_run(tmp_path, ["--log-format", "xml"], [])
+    r = _evo_run(tmp_path, ["--log-format", "xml"])
     assert r.returncode == 2 and "log format must be one of console, json" in r.stderr
 
 
