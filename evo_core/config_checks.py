@@ -20,14 +20,14 @@ def _known(names: Iterable[str]) -> str:
     return ", ".join(sorted(names)) or "none installed"
 
 
-def check_rollout(table: Mapping[str, Any]) -> None:
+def check_rollout(table: Mapping[str, Any], policy_path: str = "") -> None:
     from evo_core.trainer.engine_factory import ENGINES, rollout_config
 
     engine = table.get("engine", "inprocess")
     if engine not in ENGINES:
         raise ConfigError(f"config key 'rollout.engine' must be one of {', '.join(ENGINES)}, got {engine!r}")
     try:
-        rollout_config(table)
+        rollout_config(table, policy_path)
     except (ValueError, TypeError) as exc:  # the engine's own message names the key
         raise ConfigError(f"config [rollout]: {exc}") from None
 
@@ -83,7 +83,7 @@ def _check_names(where: str, what: str, named: Iterable[str], known: set[str]) -
 
 def check_config(cfg: Any, plugins: Optional[Any] = None) -> None:
     """All of the above; ``plugins`` defaults to the process-wide plugin manager."""
-    check_rollout(cfg.rollout)
+    check_rollout(cfg.rollout, cfg.policy.path)
     check_distributed(cfg.distributed)
     if plugins is None:
         from evo_core.plugins import get_plugin_manager

@@ -116,7 +116,7 @@ def build_session(cfg: RunConfig, plugins: PluginManager, *, sft: bool = True,
         from evo_core.trainer.engine_factory import build_rollout_engine
 
         try:
-            engine = build_rollout_engine(cfg.rollout, policy)
+            engine = build_rollout_engine(cfg.rollout, policy, cfg.policy.path)
         except ValueError as exc:
             raise RunError(str(exc)) from None
     session = RLSession(policy=policy, domain=domain, train_tasks=splits.train, validation_tasks=splits.validation,

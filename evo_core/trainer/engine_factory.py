@@ -3,7 +3,7 @@
     [rollout]
     engine = "inprocess"            # or "http" / "vllm"
     # http:  base_url, model, sync_mode ("checkpoint" | "lora" | "none"), sync_dir, ...
-    # vllm:  model_path, dtype, gpu_memory_utilization, enable_lora, ...
+    # vllm:  model_path (default: policy.path), dtype, gpu_memory_utilization, enable_lora, ...
 
 Every other key is a field of ``HTTPEngineConfig`` / ``VLLMEngineConfig``; an unknown key
 is an error that names it.
@@ -41,11 +41,14 @@ def _config_class(kind: str) -> Any:
     return None
 
 
-def rollout_config(table: Mapping[str, Any] | None) -> tuple[str, Any]:
+def rollout_config(table: Mapping[str, Any] | None, policy_path: str = "") -> tuple[str, Any]:
     """Validate a ``[rollout]`` table without starting anything (no server is contacted,
-    vLLM is not imported): the engine's name and its config (None for ``inprocess``)."""
+    vLLM is not imported): the engine's name and its config (None for ``inprocess``).
+    The vLLM engine samples the policy's own model: ``model_path`` defaults to ``policy.path``."""
     table = dict(table or {})
     kind = table.pop("engine", "inprocess")
+    if kind == "vllm" and policy_path and "model_path" not in table:
+        table["model_path"] = policy_path
     if kind not in ENGINES:
         raise ValueError(f"rollout.engine must be one of {', '.join(ENGINES)}, got {kind!r}")
     if kind == "inprocess":
@@ -55,8 +58,8 @@ def rollout_config(table: Mapping[str, Any] | None) -> tuple[str, Any]:
     return kind, _checked(_config_class(kind), table, kind)
 
 
-def build_rollout_engine(table: Mapping[str, Any] | None, policy: Any) -> Any:
-    kind, config = rollout_config(table)
+def build_rollout_engine(table: Mapping[str, Any] | None, policy: Any, policy_path: str = "") -> Any:
+    kind, config = rollout_config(table, policy_path)
     if kind == "inprocess":
         from evo_core.trainer.engine import InProcessEngine
 
