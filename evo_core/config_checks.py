@@ -21,13 +21,13 @@ def _known(names: Iterable[str]) -> str:
 
 
 def check_rollout(table: Mapping[str, Any], policy_path: str = "") -> None:
-    from evo_core.trainer.engine_factory import ENGINES, rollout_config
+    from evo_core.trainer.engine_factory import ENGINES, rollout_config, with_defaults
 
     engine = table.get("engine", "inprocess")
     if engine not in ENGINES:
         raise ConfigError(f"config key 'rollout.engine' must be one of {', '.join(ENGINES)}, got {engine!r}")
     try:
-        rollout_config(table, policy_path)
+        rollout_config(with_defaults(table, policy_path))
     except (ValueError, TypeError) as exc:  # the engine's own message names the key
         raise ConfigError(f"config [rollout]: {exc}") from None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from rich.console import Console
+from rich.errors import MarkupError
 from rich.table import Table
 from rich.text import Text
 
@@ -19,7 +20,10 @@ def _plain(cell: Any) -> str:
     if isinstance(cell, Text):
         text = cell.plain
     elif isinstance(cell, str):
-        text = Text.from_markup(cell).plain
+        try:  # what the terminal would show, minus the styles
+            text = Text.from_markup(cell).plain
+        except MarkupError:
+            text = cell
     else:
         text = str(cell)
     return " ".join(text.replace("\t", " ").splitlines())

@@ -41,14 +41,20 @@ def _config_class(kind: str) -> Any:
     return None
 
 
-def rollout_config(table: Mapping[str, Any] | None, policy_path: str = "") -> tuple[str, Any]:
+def with_defaults(table: Mapping[str, Any] | None, policy_path: str = "") -> dict[str, Any]:
+    """The ``[rollout]`` table with what the run config implies: the vLLM engine samples the
+    policy's own model, so its ``model_path`` defaults to ``policy.path``."""
+    table = dict(table or {})
+    if table.get("engine") == "vllm" and policy_path and "model_path" not in table:
+        table["model_path"] = policy_path
+    return table
+
+
+def rollout_config(table: Mapping[str, Any] | None) -> tuple[str, Any]:
     """Validate a ``[rollout]`` table without starting anything (no server is contacted,
-    vLLM is not imported): the engine's name and its config (None for ``inprocess``).
-    The vLLM engine samples the policy's own model: ``model_path`` defaults to ``policy.path``."""
+    vLLM is not imported): the engine's name and its config (None for ``inprocess``)."""
     table = dict(table or {})
     kind = table.pop("engine", "inprocess")
-    if kind == "vllm" and policy_path and "model_path" not in table:
-        table["model_path"] = policy_path
     if kind not in ENGINES:
         raise ValueError(f"rollout.engine must be one of {', '.join(ENGINES)}, got {kind!r}")
     if kind == "inprocess":
@@ -58,8 +64,8 @@ def rollout_config(table: Mapping[str, Any] | None, policy_path: str = "") -> tu
     return kind, _checked(_config_class(kind), table, kind)
 
 
-def build_rollout_engine(table: Mapping[str, Any] | None, policy: Any, policy_path: str = "") -> Any:
-    kind, config = rollout_config(table, policy_path)
+def build_rollout_engine(table: Mapping[str, Any] | None, policy: Any) -> Any:
+    kind, config = rollout_config(table)
     if kind == "inprocess":
         from evo_core.trainer.engine import InProcessEngine
 
