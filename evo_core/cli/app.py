@@ -107,29 +107,18 @@ def _logs_to_stderr() -> None:
 
     try:
         configure()
-    except LogFormatError:
-        os.environ.pop("EVO_LOG_FORMAT", None)  # the bad value is reported once a command configures logging
-        configure()
+    except LogFormatError as exc:  # a bad $EVO_LOG_FORMAT: said once, before any command runs
+        raise fail(str(exc)) from None
 
 
-def _usage_errors() -> tuple[type, ...]:
-    """The UsageError classes to catch: typer >= 0.2x runs on its own vendored click
+def _click_classes(name: str) -> tuple[type, ...]:
+    """``name`` from every click in play: typer >= 0.2x runs on its own vendored click
     (``typer._click``), so ``click.exceptions.UsageError`` alone never matches its errors."""
     found: list[type] = []
-    for name in ("typer._click.exceptions", "click.exceptions"):
+    for module in ("typer._click.exceptions", "click.exceptions"):
         try:
-            found.append(importlib.import_module(name).UsageError)
-        except ImportError:
-            pass
-    return tuple(found)
-
-
-def _click_exceptions() -> tuple[type, ...]:
-    found: list[type] = []
-    for name in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            found.append(importlib.import_module(name).ClickException)
-        except ImportError:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
             pass
     return tuple(found)
 
@@ -138,7 +127,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     global _DEBUG
     args = sys.argv[1:] if argv is None else argv
     _DEBUG = "--debug" in args
-    _logs_to_stderr()
+    try:
+        _logs_to_stderr()
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
     _register_all()
     try:
         rc = app(args=args, prog_name="evo", standalone_mode=False)  # "evo" in usage lines, even under `python -c`
@@ -155,10 +147,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     except Exception as exc:  # every error is one line unless --debug
         if _DEBUG:
             raise
-        if isinstance(exc, _usage_errors()):
+        if isinstance(exc, _click_classes("UsageError")):
             exc.show()  # "Usage: evo run [OPTIONS] CONFIG" / "Try 'evo run --help' for help." / "Error: ..."
             sys.exit(2)
-        if isinstance(exc, _click_exceptions()):
+        if isinstance(exc, _click_classes("ClickException")):
             exc.show()
             sys.exit(exc.exit_code)
         err.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)

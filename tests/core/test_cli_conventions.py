@@ -101,3 +101,9 @@ def test_tail_json_writes_one_event_per_line(store_url):
     assert lines[-1]["type"] == "evo.RunFinished" and lines[-1]["data"]["status"] == "completed"
     assert [x["version"] for x in lines] == sorted(x["version"] for x in lines)
     assert all(len(x["hash"]) == 64 and "step" in x["data"] or x["type"] != "evo.RolloutCompleted" for x in lines)
+
+
+def test_a_bad_log_format_env_var_is_one_line():
+    r = evo("runs", "--store", "memory://", env={"EVO_LOG_FORMAT": "xml"})
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "error: log format must be one of console, json, got 'xml' (from --log-format or $EVO_LOG_FORMAT)")
