@@ -129,3 +129,23 @@ def test_log_every_is_validated(tmp_path):
 
     with pytest.raises(ConfigError, match="'run.log_every' must be >= 1"):
         config_from_dict(tiny_config_dict(tmp_path, run={"log_every": 0}))
+
+
+def test_terminal_progress_has_tasks_for_evals_and_backtests():
+    import io
+
+    from rich.console import Console
+
+    from evo_core.trainer.progress import RunProgress
+
+    p = RunProgress(Console(file=io.StringIO(), force_terminal=True, width=120))
+    p.start_run("r1", "evolving", 10, 0)
+    p.evaluating(0, "validation")
+    assert [t.description.strip() for t in p.progress.tasks][-1] == "eval validation @ step 0"
+    p.evaluated(0, "validation", {"strict_accuracy": 0.5})
+    p.backtest("train", 1, 3)
+    bt = p.progress.tasks[-1]
+    assert bt.description.strip() == "backtest branch" and bt.completed == 1 and bt.total == 3
+    p.step(1, {"reward_mean": 0.5}, None)  # the pass is over: its backtest task goes
+    assert [t.description for t in p.progress.tasks] == ["evolving r1"]
+    p.end_run()
