@@ -45,7 +45,8 @@ class RunSection:
     checkpoint_blobs: bool = False  # also put each step's weights in the blob store (PolicyUpdated.checkpoint)
     threads: int = 0  # torch intra-op threads; 0 leaves torch's default
     device: str = "cpu"
-    progress: bool = True
+    progress: bool = True  # the rich progress display, in a terminal only
+    log_every: int = 10  # without a terminal (or progress off): one structlog line every N steps
     trajectories: bool = True  # write rollout trajectories to the blob store (one blob per step)
 
 
@@ -203,7 +204,8 @@ _ALLOWED = {
     ("task", "reward"): ("verifier", "oracle"),
 }
 _POSITIVE = {("run", "steps"), ("rl", "prompts_per_step"), ("rl", "group_size"), ("rl", "max_new_tokens"),
-             ("rl", "updates_per_step"), ("run", "eval_every"), ("sft", "batch_size"), ("sft", "steps")}
+             ("rl", "updates_per_step"), ("run", "eval_every"), ("sft", "batch_size"), ("sft", "steps"),
+             ("run", "log_every")}
 # Finite and >= 0: a NaN or negative learning rate or temperature trains garbage without an error.
 _NON_NEGATIVE = {("rl", "lr"), ("rl", "min_lr"), ("sft", "lr"), ("sft", "min_lr"), ("rl", "temperature"),
                  ("eval", "temperature"), ("rl", "kl_coef"), ("rl", "grad_clip")}
@@ -350,7 +352,11 @@ def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     return attrs.evolve(cfg, harness=_validate_harness(harness))
 
 
-def load_config(path: str, overrides: Optional[list[str]] = None) -> RunConfig:
+def load_config(path: str, overrides: Optional[list[str]] = None, *, plugins: Any = None,
+                check: bool = True) -> RunConfig:
+    """Read, override and validate a config file. ``check``: also the ``[rollout]`` and
+    ``[distributed]`` tables and the installed plugins it names (``evo_core.config_checks``,
+    against ``plugins`` or the process-wide manager), so a typo fails before any training."""
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)
@@ -358,4 +364,9 @@ def load_config(path: str, overrides: Optional[list[str]] = None) -> RunConfig:
         raise ConfigError(f"config file {path!r} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path!r} is not valid TOML: {exc}") from None
-    return config_from_dict(apply_overrides(data, list(overrides or [])))
+    cfg = config_from_dict(apply_overrides(data, list(overrides or [])))
+    if check:
+        from evo_core.config_checks import check_config
+
+        check_config(cfg, plugins)
+    return cfg

@@ -86,6 +86,13 @@ def evo_register_sinks(config: Mapping[str, Any]) -> Sequence["Sink"]:
 
 
 @hookspec
+def evo_sink_names() -> Sequence[str]:
+    """Return the ``[sinks.NAME]`` tables this plugin's ``evo_register_sinks`` builds, so
+    that a config naming an unknown sink fails at load (a typo must not silently log
+    nowhere). A sink plugin without it turns that check off for every sink name."""
+
+
+@hookspec
 def evo_register_commands(app: Any) -> None:
     """Add subcommands to the ``evo`` typer app."""
 

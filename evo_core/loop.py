@@ -245,6 +245,7 @@ class RunLoop:
         self.evidence = EvidenceWindow(self.run_id, hcfg.window_steps)
         # the optimizer state travels with a main-line snapshot only where a rollback may load it
         self.port = SessionPort(self.session, self.store.blobs, self.run_id, with_optimizer=self.mode == "evolving")
+        self.port.on_activity = getattr(self.progress, "backtest", None)
 
     def _check_store_writable(self) -> None:
         check = getattr(self.store, "check_writable", None)
@@ -323,6 +324,8 @@ class RunLoop:
                     policy_version: Optional[int] = None) -> EvalCompleted:
         t0 = time.perf_counter()
         version = self.session.policy_version if policy_version is None else policy_version
+        if self.progress is not None and hasattr(self.progress, "evaluating"):
+            self.progress.evaluating(step, split)
         res = self.session.evaluate(split, strict=True, policy=policy, policy_version=version)
         self.timings["eval"] += time.perf_counter() - t0
         if split == "validation" and branch == "main":

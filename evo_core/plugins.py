@@ -227,6 +227,17 @@ class PluginManager:
     def sinks(self, config: Mapping[str, Any]) -> list[Any]:
         return self._collect(self._pm.hook.evo_register_sinks(config=config))
 
+    def sink_names(self) -> Optional[set[str]]:
+        """The ``[sinks]`` names the installed plugins build, or None when a sink plugin
+        does not say (``evo_sink_names``), so that no name can be ruled out."""
+        names: set[str] = set()
+        for impl in self._pm.hook.evo_register_sinks.get_hookimpls():
+            said = [i for i in self._pm.hook.evo_sink_names.get_hookimpls() if i.plugin_name == impl.plugin_name]
+            if not said:
+                return None
+            names |= set(said[0].function() or ())
+        return names
+
     def register_commands(self, app: Any) -> None:
         self._pm.hook.evo_register_commands(app=app)
 

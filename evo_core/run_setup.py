@@ -113,10 +113,10 @@ def build_session(cfg: RunConfig, plugins: PluginManager, *, sft: bool = True,
     audit = AuditConfig.from_dict(dict(cfg.harness.get("audit") or {}))
     engine = None
     if cfg.rollout:  # an HTTP (vLLM/SGLang/evo serve) or vLLM engine instead of sampling in process
-        from evo_core.trainer.engine_factory import build_rollout_engine
+        from evo_core.trainer.engine_factory import build_rollout_engine, with_defaults
 
         try:
-            engine = build_rollout_engine(cfg.rollout, policy)
+            engine = build_rollout_engine(with_defaults(cfg.rollout, cfg.policy.path), policy)
         except ValueError as exc:
             raise RunError(str(exc)) from None
     session = RLSession(policy=policy, domain=domain, train_tasks=splits.train, validation_tasks=splits.validation,

@@ -126,9 +126,23 @@ class TailFormatter:
         return self._summary()
 
 
+class JsonTailFormatter:
+    """``evo tail --json``: every event (rollouts included) as one JSON object per line,
+    shaped like ``evo log --json``."""
+
+    def feed(self, rec: StoredEvent) -> Iterator[str]:
+        yield json.dumps({"version": rec.version, "position": rec.position, "type": rec.type,
+                          "schema_version": rec.schema_version, "event_id": rec.event_id, "hash": rec.hash,
+                          "data": json.loads(rec.payload)}, ensure_ascii=False)
+
+    def flush(self) -> Optional[str]:
+        return None
+
+
 def tail(store: Any, run_id: str, out: Console, *, last: int = 10, follow: bool = True, until_finished: bool = True,
-         per_rollout: bool = False, wait: float = 0.0, poll: float = 0.2, stop=None) -> int:
-    """Print the last ``last`` events, then follow. Returns the number of lines printed."""
+         per_rollout: bool = False, wait: float = 0.0, poll: float = 0.2, stop=None, as_json: bool = False) -> int:
+    """Print the last ``last`` events, then follow. Returns the number of lines printed.
+    ``as_json``: JSON lines written as they are (no markup, no collapsing)."""
     stream = run_stream(run_id)
     deadline = time.monotonic() + wait
     while store.stream_version(stream) == 0:
@@ -136,7 +150,15 @@ def tail(store: Any, run_id: str, out: Console, *, last: int = 10, follow: bool 
             known = store.runs()
             raise AuditError(f"unknown run {run_id!r} in {store.url} (runs: {', '.join(known[:8]) or 'none'})")
         time.sleep(poll)
-    fmt = TailFormatter(per_rollout)
+    fmt: Any = JsonTailFormatter() if as_json else TailFormatter(per_rollout)
+
+    def emit(line: str) -> None:
+        if as_json:
+            out.file.write(line + "\n")
+            out.file.flush()  # a follower reads each event as it lands
+        else:
+            out.print(line)
+
     lines = 0
     head = store.stream_version(stream)
     past = list(store.read_stream(stream, from_version=max(1, head - last + 1) if last > 0 else head + 1))
@@ -146,7 +168,7 @@ def tail(store: Any, run_id: str, out: Console, *, last: int = 10, follow: bool 
         pos = rec.position
         finished = finished or rec.type == "evo.RunFinished"
         for line in fmt.feed(rec):
-            out.print(line)
+            emit(line)
             lines += 1
     if not past:  # -n 0: start from the current head
         tail_rec = list(store.read_stream(stream, from_version=head))
@@ -154,13 +176,13 @@ def tail(store: Any, run_id: str, out: Console, *, last: int = 10, follow: bool 
     if not follow or (finished and until_finished):
         s = fmt.flush()
         if s:
-            out.print(s)
+            emit(s)
             lines += 1
         return lines
     for rec in store.follow(pos, poll_interval=poll, stream=stream,
                             stop=(lambda: finished and until_finished) if stop is None else stop):
         for line in fmt.feed(rec):
-            out.print(line)
+            emit(line)
             lines += 1
         if rec.type == "evo.RunFinished":
             finished = True
@@ -168,6 +190,6 @@ def tail(store: Any, run_id: str, out: Console, *, last: int = 10, follow: bool 
                 break
     s = fmt.flush()
     if s:
-        out.print(s)
+        emit(s)
         lines += 1
     return lines

@@ -21,14 +21,9 @@ STORE_OPT = typer.Option(None, "--store", envvar="EVO_STORE", help="Store URL (d
 
 def _logs_to_stderr() -> None:
     """Structured logs go to stderr (stdout carries the command's output, e.g. --json)."""
-    import logging
-    import os
+    from evo_core.logformat import configure
 
-    import structlog
-
-    level = getattr(logging, os.environ.get("EVO_LOG_LEVEL", "WARNING").upper(), logging.WARNING)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level),
-                        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
+    configure(default_level="WARNING")
 
 
 def _open(url: Optional[str], *, read_only: bool = True):
@@ -166,8 +161,9 @@ def tail_cmd(
     wait: float = typer.Option(0.0, "--wait", help="Seconds to wait for the run to appear (a run about to start)."),
     poll: float = typer.Option(0.2, "--poll", help="Polling interval in seconds."),
     store_url: Optional[str] = STORE_OPT,
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per event (JSON Lines, rollouts included)."),
 ) -> None:
-    """Follow a live run's events as compact, colourised lines."""
+    """Follow a live run's events as compact, colourised lines (or JSON lines)."""
     from evo_core.audit.errors import AuditError
     from evo_core.audit.tail import tail
 
@@ -175,7 +171,7 @@ def tail_cmd(
     store = _open(store_url, read_only=wait <= 0 or _store_exists(store_url))
     try:
         tail(store, run, Console(highlight=False, soft_wrap=True), last=last, follow=follow, until_finished=until_finished,
-             per_rollout=rollouts, wait=wait, poll=poll)
+             per_rollout=rollouts, wait=wait, poll=poll, as_json=as_json)
     except AuditError as exc:
         raise _bad(exc) from None
     except KeyboardInterrupt:

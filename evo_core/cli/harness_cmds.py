@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from evo_core.cli.tables import print_table
+
 out = Console(highlight=False, soft_wrap=True)
 STORE_HELP = "Store URL: sqlite:///PATH, postgresql://… or memory:// (default: $EVO_STORE or sqlite:///.evo/evo.sqlite)."
 
@@ -75,7 +77,7 @@ def register(app: typer.Typer) -> None:
             t.add_row(s["skill_id"], f"{iv.get('kind', '?')}/{iv.get('name', '?')}",
                       json.dumps(iv.get("params") or {}, sort_keys=True)[:60], ", ".join(pre), str(s["uses"]),
                       "retired" if s["retired"] else "active", str(s.get("source_run") or ""))
-        out.print(t)
+        print_table(t, out)
 
     @skills_app.command("export")
     def skills_export(

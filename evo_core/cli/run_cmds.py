@@ -9,6 +9,20 @@ from typing import List, Optional
 import typer
 
 
+def _display(bar: bool, log_every: int) -> object:
+    """The rich bar only where someone watches a terminal; elsewhere (a pipe, CI, a log
+    file, JSON logs) one structlog line every ``log_every`` steps."""
+    from evo_core.logformat import log_format, stderr_is_terminal
+
+    if bar and stderr_is_terminal() and log_format() == "console":
+        from evo_core.trainer.progress import RunProgress
+
+        return RunProgress()
+    from evo_core.trainer.step_log import StepLog
+
+    return StepLog(log_every)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_cmd(
@@ -17,7 +31,9 @@ def register(app: typer.Typer) -> None:
         set_: List[str] = typer.Option([], "--set", help="Override a config key: --set rl.lr=3e-4 (repeatable)."),
         resume: Optional[str] = typer.Option(None, "--resume", help="Continue this run from its last committed step."),
         harness: Optional[str] = typer.Option(None, "--harness", help="Run only this harness arm (fixed, fixed+early-stop, reference, evolving, evolving/...)."),
-        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar (log lines instead)."),
+        log_every: Optional[int] = typer.Option(None, "--log-every", min=1,
+                                                help="Without a progress bar: one log line every N steps (default: run.log_every)."),
         as_json: bool = typer.Option(False, "--json", help="Print the outcome of each run as JSON."),
     ) -> None:
         """Train a policy with RL while the harness watches (one run per harness mode)."""
@@ -28,7 +44,12 @@ def register(app: typer.Typer) -> None:
         from evo_core.trainer.logs import configure_logging
         from evo_core.store import open_store
 
-        configure_logging()
+        from evo_core.logformat import LogFormatError
+
+        try:
+            configure_logging()
+        except LogFormatError as exc:
+            raise fail(str(exc))
         try:
             cfg = load_config(resolve_config(config), set_)
         except ConfigError as exc:
@@ -57,11 +78,7 @@ def register(app: typer.Typer) -> None:
             if not comm.leader:  # followers never open the store, print nothing, evaluate nothing
                 raise typer.Exit(launch.run_follower(comm, cfg))
             leading = launch.leading(comm)
-        progress = None
-        if cfg.run.progress and not no_progress:
-            from evo_core.trainer.progress import RunProgress
-
-            progress = RunProgress()
+        progress = _display(cfg.run.progress and not no_progress, log_every or cfg.run.log_every)
         from evo_core.run_setup import build_session
         from evo_core.store import StoreError
 
@@ -84,11 +101,13 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(rows, default=str))
         else:
-            from rich.console import Console
             from rich.table import Table
 
+            from evo_core.cli.tables import print_table
+
             t = Table(title="runs")
-            for col in ("run", "status", "steps", "validation strict", "greedy strict", "train reward", "harness v", "diagnoses"):
+            t.add_column("run", no_wrap=True, min_width=max((len(r["run_id"]) for r in rows), default=3))
+            for col in ("status", "steps", "validation strict", "greedy strict", "train reward", "harness v", "diagnoses"):
                 t.add_column(col)
             for r in rows:
                 ev = r.get("final_eval") or {}
@@ -96,4 +115,4 @@ def register(app: typer.Typer) -> None:
                 t.add_row(r["run_id"], r["status"], str(r["steps"]), fmt(ev.get("strict_accuracy")),
                           fmt(ev.get("strict_accuracy_greedy")), fmt(ev.get("train_reward")),
                           str(r.get("harness_version", 0)), str(sum((r.get("diagnoses") or {}).values())))
-            Console().print(t)
+            print_table(t)

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from evo_core.cli.tables import print_table
 from evo_core.store import StoreError, default_url, open_store, run_stream
 
 out = Console(highlight=False, soft_wrap=True)
@@ -130,12 +131,14 @@ def register(app: typer.Typer) -> None:
             out.print(f"no runs in {st.url}")
             return
         t = Table(title=f"runs in {st.url}")
-        for col in ("run", "config", "mode", "status", "harness v", "step", "events", "started"):
+        # a run id is what one copies into the next command: never cut it, even in a narrow terminal
+        t.add_column("run", no_wrap=True, min_width=max(len(r["run_id"]) for r in rows))
+        for col in ("config", "mode", "status", "harness v", "step", "events", "started"):
             t.add_column(col)
         for r in rows:
             t.add_row(r["run_id"], r["config"], r["mode"], r["status"], str(r["harness_version"]), str(r["step"]),
                       str(r["events"]), r["started_at"])
-        out.print(t)
+        print_table(t, out)
 
     @app.command("log")
     def log_cmd(
@@ -174,7 +177,7 @@ def register(app: typer.Typer) -> None:
         except (StoreError, LookupError, ValueError) as exc:
             raise _error(exc)
         if table is not None:
-            out.print(table)
+            print_table(table, out)
 
     @app.command("checkout")
     def checkout_cmd(
@@ -205,13 +208,13 @@ def register(app: typer.Typer) -> None:
         for name, d in s["diagnostics"].items():
             t.add_row(name, d["version"], json.dumps(d["params"] if d["spec"] is None else {**d["params"], "spec": d["spec"]}),
                       d["source"])
-        out.print(t)
+        print_table(t, out, title=True)
         t = Table(title="active interventions")
         for col in ("proposal", "kind", "name", "params", "since"):
             t.add_column(col)
         for pid, i in s["interventions"].items():
             t.add_row(pid[:12], i["kind"], i["name"], json.dumps(i["params"]), f"v{i['since_harness_version']}")
-        out.print(t)
+        print_table(t, out, title=True)
         out.print(f"gates: {json.dumps(s['gate_config'])}")
         active = [v["name"] for v in s["skills"].values() if not v["retired"]]
         out.print(f"skills: {len(active)} active ({', '.join(sorted(set(active))) or 'none'}), "

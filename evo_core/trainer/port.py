@@ -4,7 +4,7 @@ backtests, and main-line snapshots persisted in the run's blob store."""
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from evo_core.harness.ports import BranchEval, Snapshot
 from evo_core.trainer.step_events import rollout_events
@@ -20,13 +20,15 @@ class SessionBranch:
     def train(self, k: int, state: Any) -> Sequence[RolloutCompleted]:
         t0 = time.perf_counter()
         out: list[RolloutCompleted] = []
-        for _ in range(k):
+        for i in range(k):
+            self.port.tell("train", i, k)
             out += rollout_events(self.run_id, self.session.rl_step(state))
         self.port.branch_s += time.perf_counter() - t0
         return out
 
     def evaluate(self) -> BranchEval:
         t0 = time.perf_counter()
+        self.port.tell("eval", 0, 1)
         res = self.session.evaluate("validation")
         self.port.branch_s += time.perf_counter() - t0
         return BranchEval(dict(res.item_scores), dict(res.metrics))
@@ -36,6 +38,11 @@ class SessionPort:
     def __init__(self, session: Any, blobs: Any, run_id: str, *, with_optimizer: bool = True) -> None:
         self.session, self.blobs, self.run_id, self.with_optimizer = session, blobs, run_id, with_optimizer
         self.branch_s = 0.0  # training and evaluating backtest branches: training compute, not bookkeeping
+        self.on_activity: Optional[Callable[[str, int, int], None]] = None  # a progress display's backtest task
+
+    def tell(self, kind: str, done: int, total: int) -> None:
+        if self.on_activity is not None:
+            self.on_activity(kind, done, total)
 
     def fork(self, *, seed: int, start: Optional[Mapping[str, Any]] = None) -> SessionBranch:
         branch = self.session.fork(seed)

@@ -1,4 +1,6 @@
-"""A rich progress display for runs: SFT loss, then live reward, strict accuracy and throughput."""
+"""A rich progress display for runs (in a terminal): SFT loss, then live reward, strict
+accuracy and throughput; held-out evaluations and backtest branches get their own tasks
+while they run, so a long pause in the step bar says what it is waiting for."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ class RunProgress:
         )
         self._task: Any = None
         self._sft: Any = None
+        self._evals: dict[str, Any] = {}
+        self._backtest: Any = None
         self._eval = ""
 
     def sft(self, step: int, total: int, loss: float) -> None:
@@ -33,7 +37,27 @@ class RunProgress:
         self.progress.start()
         self._task = self.progress.add_task(f"{mode} {run_id}", total=total, completed=done, info="")
 
+    def evaluating(self, step: int, split: str) -> None:
+        """A held-out evaluation starts (an indeterminate task until ``evaluated``)."""
+        self.progress.start()
+        self._evals[split] = self.progress.add_task(f"  eval {split} @ step {step}", total=None, info="")
+
+    def evaluated(self, step: int, split: str, metrics: Mapping[str, Any]) -> None:
+        task = self._evals.pop(split, None)
+        if task is not None:
+            self.progress.remove_task(task)
+
+    def backtest(self, kind: str, done: int, total: int) -> None:
+        """A backtest branch trains (``kind="train"``, step ``done`` of ``total``) or evaluates."""
+        if self._backtest is None:
+            self._backtest = self.progress.add_task("  backtest branch", total=total, info="")
+        info = "evaluating" if kind == "eval" else "training"
+        self.progress.update(self._backtest, total=total, completed=done, info=info)
+
     def step(self, step: int, m: Mapping[str, Any], evals: Optional[Mapping[str, Any]]) -> None:
+        if self._backtest is not None:  # the step's harness pass is over
+            self.progress.remove_task(self._backtest)
+            self._backtest = None
         if evals:
             acc = evals.get("strict_accuracy")
             self._eval = f" heldout strict {acc:.2f}" if acc is not None else ""

@@ -61,6 +61,10 @@ class Everything:
         return [_Named(f"sink:{config.get('x')}")]
 
     @hookimpl
+    def evo_sink_names(self):
+        return ["hooktest_sink"]
+
+    @hookimpl
     def evo_register_commands(self, app):
         self.seen.append(("commands", app))
 
@@ -101,6 +105,7 @@ def test_every_hook_is_collected_or_called(evo_plugins, evo_plugin):
     assert "hooktest_iv" in pm.interventions() and "hooktest_prop" in pm.proposers()
     assert "hooktest_bt" in pm.backtesters() and "hooktest_gate" in pm.gates()
     assert any(s.name == "sink:7" for s in pm.sinks({"x": 7}))
+    assert "hooktest_sink" in pm.sink_names()
     pm.register_commands("APP")
     assert ("commands", "APP") in p.seen
     s, t = HarnessState(), Task(task_id="a", prompt="")

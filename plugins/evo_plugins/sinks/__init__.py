@@ -5,8 +5,8 @@ Configured from the run config's ``[sinks]`` table::
     [sinks.tensorboard]
     logdir = "runs/tb"
     [sinks.wandb]
-    project = "evotrainer"
-    mode = "offline"          # no account or network needed; `wandb sync` later
+    project = "evotrainer"    # else $WANDB_PROJECT, else "evotrainer"
+    mode = "offline"          # else $WANDB_MODE, else "offline" (no account or network; `wandb sync` later)
     [sinks.mlflow]
     tracking_uri = "file:///tmp/mlruns"
 
@@ -65,3 +65,8 @@ def build_sinks(config: Mapping[str, Any] | None) -> list[Any]:
 @hookimpl
 def evo_register_sinks(config):
     return build_sinks(config)
+
+
+@hookimpl
+def evo_sink_names():
+    return list(SINK_TYPES)

@@ -52,12 +52,18 @@ class TensorBoardSink(MetricsSink):
 
 
 class WandbSink(MetricsSink):
-    """Weights & Biases; ``mode = "offline"`` writes a local run directory (sync it later)."""
+    """Weights & Biases; ``mode = "offline"`` writes a local run directory (sync it later).
+
+    ``project`` and ``mode``: the ``[sinks.wandb]`` value, else ``WANDB_PROJECT`` /
+    ``WANDB_MODE``, else ``"evotrainer"`` / ``"offline"`` (no account or network unless
+    asked for). ``entity`` and ``dir`` left out are wandb's own business (``WANDB_ENTITY``,
+    ``WANDB_DIR``)."""
 
     name = "wandb"
     version = "1"
+    DEFAULTS = {"project": "evotrainer", "mode": "offline"}
 
-    def __init__(self, project: str = "evotrainer", run_id: str = "", mode: str = "offline", dir: Optional[str] = None,
+    def __init__(self, project: Optional[str] = None, run_id: str = "", mode: Optional[str] = None, dir: Optional[str] = None,
                  entity: Optional[str] = None, config: Optional[Mapping[str, Any]] = None) -> None:
         super().__init__()
         try:
@@ -65,6 +71,9 @@ class WandbSink(MetricsSink):
         except ImportError:
             raise SinkUnavailable("the wandb sink needs wandb: pip install 'evotrainer[wandb]'") from None
         self._wandb = wandb
+        # wandb.init's arguments beat its env vars, so an unset option must not become a default here
+        project = project or os.environ.get("WANDB_PROJECT") or self.DEFAULTS["project"]
+        mode = mode or os.environ.get("WANDB_MODE") or self.DEFAULTS["mode"]
         self.run = wandb.init(project=project, entity=entity, mode=mode, dir=dir, name=run_id or None,
                               id=run_id or None, config=dict(config or {}), reinit="create_new")
         self._texts: list[list[Any]] = []

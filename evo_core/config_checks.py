@@ -1,0 +1,92 @@
+"""Checks of a run config that need more than its own schema: the ``[rollout]`` and
+``[distributed]`` tables, and every plugin the config names against what is installed.
+
+They run when a config file is loaded (``load_config``), so a typo'd
+``harness.diagnostics.<name>``, ``sinks.<name>`` or ``rollout.engine`` fails in the first
+second, before SFT or any model is built. Every error is one line that names the key and
+lists the known values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from evo_core.config import ConfigError
+
+DISTRIBUTED_ENGINES = ("none", "ddp", "deepspeed")
+
+
+def _known(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names)) or "none installed"
+
+
+def check_rollout(table: Mapping[str, Any], policy_path: str = "") -> None:
+    from evo_core.trainer.engine_factory import ENGINES, rollout_config, with_defaults
+
+    engine = table.get("engine", "inprocess")
+    if engine not in ENGINES:
+        raise ConfigError(f"config key 'rollout.engine' must be one of {', '.join(ENGINES)}, got {engine!r}")
+    try:
+        rollout_config(with_defaults(table, policy_path))
+    except (ValueError, TypeError) as exc:  # the engine's own message names the key
+        raise ConfigError(f"config [rollout]: {exc}") from None
+
+
+def check_distributed(table: Mapping[str, Any]) -> None:
+    """``[distributed]``: ``engine`` (none | ddp | deepspeed) and the DeepSpeed settings
+    (``zero_stage`` 0..3, precision, …; ``evo_core.trainer.distributed.DeepSpeedSettings``)."""
+    data = dict(table)
+    engine = data.pop("engine", "deepspeed" if data else "none")
+    if engine not in DISTRIBUTED_ENGINES:
+        raise ConfigError(f"config key 'distributed.engine' must be one of {', '.join(DISTRIBUTED_ENGINES)}, got {engine!r}")
+    from evo_core.trainer.distributed import DeepSpeedSettings
+
+    try:
+        DeepSpeedSettings.from_mapping(data)
+    except (ValueError, TypeError) as exc:
+        msg = str(exc).replace("deepspeed.", "distributed.")
+        raise ConfigError(f"config: {msg}") from None
+
+
+def check_plugin_names(cfg: Any, plugins: Any) -> None:
+    """Every diagnostic, gate, proposer, intervention, backtester and sink the config names
+    must be installed (``enabled = false`` entries and induced ``spec`` diagnostics excepted)."""
+    h = cfg.harness or {}
+    tables: list[tuple[str, str, Callable[[], Mapping[str, Any]]]] = [
+        ("diagnostics", "diagnostic", plugins.diagnostics), ("gates", "gate", plugins.gates),
+        ("proposers", "proposer", plugins.proposers), ("interventions", "intervention", plugins.interventions)]
+    for table, what, getter in tables:
+        named = [n for n, p in (h.get(table) or {}).items()
+                 if not (isinstance(p, Mapping) and (p.get("enabled") is False or p.get("spec")))]
+        if named:
+            _check_names(f"harness.{table}", what, named, set(getter()))
+    plan = list((h.get("backtest") or {}).get("plan") or ())
+    if plan:
+        known = set(plugins.backtesters())
+        for i, name in enumerate(plan):
+            if name not in known:
+                raise ConfigError(f"config key 'harness.backtest.plan[{i}]' names backtester {name!r}, which is not "
+                                  f"installed (installed: {_known(known)})")
+    sinks = [n for n, opts in (cfg.sinks or {}).items()
+             if n != "run_id" and opts is not False and not (isinstance(opts, Mapping) and opts.get("enabled") is False)]
+    known_sinks: Optional[set[str]] = plugins.sink_names() if sinks else None
+    if known_sinks is not None:
+        _check_names("sinks", "sink", sinks, known_sinks)
+
+
+def _check_names(where: str, what: str, named: Iterable[str], known: set[str]) -> None:
+    for name in named:
+        if name not in known:
+            raise ConfigError(f"config key '{where}.{name}': no {what} {name!r} is installed "
+                              f"(installed: {_known(known)})")
+
+
+def check_config(cfg: Any, plugins: Optional[Any] = None) -> None:
+    """All of the above; ``plugins`` defaults to the process-wide plugin manager."""
+    check_rollout(cfg.rollout, cfg.policy.path)
+    check_distributed(cfg.distributed)
+    if plugins is None:
+        from evo_core.plugins import get_plugin_manager
+
+        plugins = get_plugin_manager()
+    check_plugin_names(cfg, plugins)
