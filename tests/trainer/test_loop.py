@@ -19,7 +19,7 @@ from evo_core.testing import isolated_plugins
 from evo_events import (EvalCompleted, HarnessPassCompleted, PluginFailed, PolicyUpdated, RolloutCompleted,
                         RunFinished, RunResumed, RunStarted, StepCompleted)
 
-from .testlib import tiny_config_dict
+from .testlib import TINY_TOML, tiny_config_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -237,15 +237,7 @@ harnesses = ["fixed"]
 checkpoint_dir = "{ck}"
 progress = false
 threads = 1
-[task]
-train = "generate://addition?digits=2&validation=20&test=20&seed=0"
-[policy.tiny]
-hidden_size = 32
-num_layers = 1
-num_heads = 2
-num_kv_heads = 2
-intermediate_size = 64
-[rl]
+""" + TINY_TOML + """[rl]
 prompts_per_step = 4
 group_size = 4
 max_new_tokens = 4

@@ -6,6 +6,8 @@ import pytest
 
 from evo_core.cli.app import main
 
+from .testlib import TINY_TOML
+
 TOML = """
 [run]
 name = "cli"
@@ -15,15 +17,7 @@ harnesses = ["fixed", "evolving"]
 checkpoint_dir = "{ck}"
 progress = false
 threads = 1
-[task]
-train = "generate://addition?digits=2&validation=20&test=20&seed=0"
-[policy.tiny]
-hidden_size = 32
-num_layers = 1
-num_heads = 2
-num_kv_heads = 2
-intermediate_size = 64
-[rl]
+""" + TINY_TOML + """[rl]
 prompts_per_step = 2
 group_size = 4
 max_new_tokens = 4

@@ -15,6 +15,8 @@ import structlog
 
 from evo_core.trainer.step_log import StepLog
 
+from .testlib import TINY_TOML
+
 ROOT = Path(__file__).resolve().parents[2]
 TOML = """
 [run]
@@ -25,15 +27,7 @@ log_every = 2
 harnesses = ["evolving"]
 checkpoint_dir = "{ck}"
 threads = 1
-[task]
-train = "generate://addition?digits=2&validation=20&test=20&seed=0"
-[policy.tiny]
-hidden_size = 32
-num_layers = 1
-num_heads = 2
-num_kv_heads = 2
-intermediate_size = 64
-[rl]
+""" + TINY_TOML + """[rl]
 prompts_per_step = 2
 group_size = 4
 max_new_tokens = 4

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 TINY_MODEL = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 2, "intermediate_size": 64}
 SOURCE = "generate://addition?digits=2&validation=20&test=20&seed=0"
+# The same tiny model and task as TOML, for tests that write a config file for `evo run`.
+TINY_TOML = f'[task]\ntrain = "{SOURCE}"\n[policy.tiny]\n' + "".join(f"{k} = {v}\n" for k, v in TINY_MODEL.items())
 
 
 def tiny_config_dict(tmp_path, **over) -> dict:
