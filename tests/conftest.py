@@ -1,10 +1,17 @@
-"""Fixtures shared by the serve and scale tests: a saved tiny policy, and ``evo serve`` on it as a real subprocess."""
+"""Shared by every test under tests/: the hypothesis profile, a saved tiny policy, and ``evo serve``
+on it as a real subprocess."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from evo_core.testing import evo_serve
+
+# Hypothesis's deadline and "too slow" checks are timed assertions: on a loaded 2-core machine
+# they fail tests whose logic is fine. Properties are judged on their outcomes only.
+settings.register_profile("evo", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("evo")
 
 
 @pytest.fixture(scope="session")
