@@ -150,15 +150,6 @@ def run_evo(*args: str, env: Optional[dict] = None, timeout: float = 120, cwd: A
                           timeout=timeout, env=e, cwd=cwd)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def evo_serve(policy: str, *, name: Optional[str] = None, timeout: float = 180) -> Iterator[str]:
     """``evo serve POLICY`` as a subprocess on 127.0.0.1; yields the base URL (no /v1)."""
@@ -167,6 +158,8 @@ def evo_serve(policy: str, *, name: Optional[str] = None, timeout: float = 180) 
     import time
 
     import httpx
+
+    from evo_core.trainer.distributed import free_port
 
     port = free_port()
     args = [sys.executable, "-c", EVO_MAIN, "serve", policy, "--port", str(port)]

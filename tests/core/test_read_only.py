@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from evo_core.testing import EVO_MAIN
+
 from evo_events import StepCompleted
 from evo_core.store import BlobError, StoreError, open_store, run_stream
 from evo_core.synthetic import generate_run
 from tests.core.helpers import ROOT, write_sealed_run
 
-_MAIN = "import sys; from evo_core.cli.app import main; main(sys.argv[1:])"
 
 
 def _no_write_access() -> list[str]:
@@ -39,7 +40,7 @@ def _as_reader(*argv: str) -> subprocess.CompletedProcess:
 
 
 def _evo_as_reader(*args: str) -> subprocess.CompletedProcess:
-    return _as_reader(sys.executable, "-c", _MAIN, *args)
+    return _as_reader(sys.executable, "-c", EVO_MAIN, *args)
 
 
 @pytest.fixture

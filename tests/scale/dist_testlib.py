@@ -42,7 +42,7 @@ def torchrun_args(nproc: int, store: str, workdir: Path, steps: int, *extra: str
 
 
 def _port() -> int:
-    from .export_testlib import free_port
+    from evo_core.trainer.distributed import free_port
 
     return free_port()
 

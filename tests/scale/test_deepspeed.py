@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import sys
 
 import pytest
 
@@ -25,8 +24,7 @@ from evo_core.trainer.distributed import (  # noqa: E402
 )
 
 HERE = os.path.dirname(__file__)
-sys.path.insert(0, HERE)
-from ds_common import make_batch, make_model, token_loss  # noqa: E402
+from .ds_common import make_batch, make_model, token_loss  # noqa: E402
 
 pytestmark = pytest.mark.deepspeed
 

@@ -12,7 +12,9 @@ import sys
 import pytest
 
 from .dist_testlib import env
-from .export_testlib import ROOT, free_port
+from evo_core.trainer.distributed import free_port
+
+from .export_testlib import ROOT
 
 WORKER = str(ROOT / "tests" / "scale" / "shard_worker.py")
 pytestmark = pytest.mark.slow  # four launches with torch imports: about a minute on the shared box
