@@ -1,5 +1,6 @@
-"""Checks of a run config that need more than its own schema: the ``[rollout]`` and
-``[distributed]`` tables, and every plugin the config names against what is installed.
+"""Checks of a run config that need more than its own schema: the ``[rollout]`` table, and
+every plugin the config names against what is installed. (``[distributed]`` is checked by
+``DistributedSettings`` when the config is built.)
 
 They run when a config file is loaded (``load_config``), so a typo'd
 ``harness.diagnostics.<name>``, ``sinks.<name>`` or ``rollout.engine`` fails in the first
@@ -13,7 +14,6 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from evo_core.config import ConfigError
 
-DISTRIBUTED_ENGINES = ("none", "ddp", "deepspeed")
 
 
 def _known(names: Iterable[str]) -> str:
@@ -30,22 +30,6 @@ def check_rollout(table: Mapping[str, Any], policy_path: str = "") -> None:
         rollout_config(with_defaults(table, policy_path))
     except (ValueError, TypeError) as exc:  # the engine's own message names the key
         raise ConfigError(f"config [rollout]: {exc}") from None
-
-
-def check_distributed(table: Mapping[str, Any]) -> None:
-    """``[distributed]``: ``engine`` (none | ddp | deepspeed) and the DeepSpeed settings
-    (``zero_stage`` 0..3, precision, …; ``evo_core.trainer.distributed.DeepSpeedSettings``)."""
-    data = dict(table)
-    engine = data.pop("engine", "deepspeed" if data else "none")
-    if engine not in DISTRIBUTED_ENGINES:
-        raise ConfigError(f"config key 'distributed.engine' must be one of {', '.join(DISTRIBUTED_ENGINES)}, got {engine!r}")
-    from evo_core.trainer.distributed import DeepSpeedSettings
-
-    try:
-        DeepSpeedSettings.from_mapping(data)
-    except (ValueError, TypeError) as exc:
-        msg = str(exc).replace("deepspeed.", "distributed.")
-        raise ConfigError(f"config: {msg}") from None
 
 
 def check_plugin_names(cfg: Any, plugins: Any) -> None:
@@ -84,7 +68,6 @@ def _check_names(where: str, what: str, named: Iterable[str], known: set[str]) -
 def check_config(cfg: Any, plugins: Optional[Any] = None) -> None:
     """All of the above; ``plugins`` defaults to the process-wide plugin manager."""
     check_rollout(cfg.rollout, cfg.policy.path)
-    check_distributed(cfg.distributed)
     if plugins is None:
         from evo_core.plugins import get_plugin_manager
 
