@@ -104,7 +104,7 @@ class SFTSection:
     warmup_steps: int = 50
     min_lr: float = 1e-4
     weight_decay: float = 0.0
-    options: dict[str, Any] = attrs.Factory(dict)  # passed to the domain's ``sft_target`` (e.g. hedge_rate)
+    options: dict[str, Any] = attrs.Factory(dict)  # passed to the domain's ``sft_target`` (e.g. the share of targets that plant the flaw)
     cache_dir: str = ".evo/cache/sft"  # SFT checkpoints keyed by config hash; "" disables the cache
 
 

@@ -9,7 +9,7 @@ config must never silently fall back to a default).
     window_steps = 10                 # evidence window (steps of rollouts) a diagnostic reads
     diagnose_every = 5
     skills_from = []                  # store URLs ("sqlite:///x.sqlite") or skill files (.json)
-    [harness.diagnostics.answer_hedging]
+    [harness.diagnostics.truncation_rate]
     max_rate = 0.15
     [harness.gates.policy]
     metric = "strict_accuracy"
@@ -235,7 +235,7 @@ class HarnessConfig:
                     data = {**data, k: {**{g: {} for g in defaults}, **_table(data[k], f"harness.{k}")}}
                 table = _table(data[k], f"harness.{k}")
                 for name, params in table.items():
-                    if params is True:  # `answer_hedging = true` means defaults
+                    if params is True:  # `truncation_rate = true` means defaults
                         table[name] = {}
                     elif not isinstance(params, Mapping):
                         raise HarnessConfigError(f"harness.{k}.{name} must be a table of parameters, got {params!r}")

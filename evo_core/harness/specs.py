@@ -5,10 +5,10 @@ diagnostics without the harness ever running generated code. No ``eval``: the
 evaluator walks a tiny, validated grammar.
 
     {
-      "kind": "multi_answer_rewarded",            # the FailureDiagnosed kind
+      "kind": "paid_long_answers",                # the FailureDiagnosed kind
       "severity": "invalid",                        # info | warning | invalid
       "population": {"field": "split", "op": "==", "value": "train"},   # optional
-      "where": {"all": [{"signal": "answer_count", "op": ">", "value": 1},
+      "where": {"all": [{"feature": "chars", "op": ">", "value": 4},
                         {"field": "reward", "op": ">=", "value": 1}]},
       "statistic": {"type": "rate"},                # rate | trend | mean | gap | diff
       "threshold": {"op": ">", "value": 0.1},
