@@ -352,6 +352,11 @@ def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     return attrs.evolve(cfg, harness=_validate_harness(harness))
 
 
+def is_suite_definition(data: Mapping[str, Any]) -> bool:
+    """A flaw-suite file (``[defaults]`` plus ``[flaws."domain/flaw"]`` tables) rather than a run config."""
+    return isinstance(data.get("flaws"), dict) and "run" not in data and "task" not in data
+
+
 def load_config(path: str, overrides: Optional[list[str]] = None, *, plugins: Any = None,
                 check: bool = True) -> RunConfig:
     """Read, override and validate a config file. ``check``: also the ``[rollout]`` and
@@ -364,6 +369,9 @@ def load_config(path: str, overrides: Optional[list[str]] = None, *, plugins: An
         raise ConfigError(f"config file {path!r} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path!r} is not valid TOML: {exc}") from None
+    if is_suite_definition(data):
+        raise ConfigError(f"{path!r} defines a flaw suite, not a run: run it with "
+                          f"'python benchmarks/evolution.py --suite --suite-file {path}'")
     cfg = config_from_dict(apply_overrides(data, list(overrides or [])))
     if check:
         from evo_core.config_checks import check_config
