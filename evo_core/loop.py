@@ -166,6 +166,7 @@ class RunLoop:
         self.session, self.sft_info = self.session_factory(self.cfg, self.plugins, on_sft_step=self._sft_progress())
         self.session.id_salt = self.run_id
         self.ckpt = Checkpoints(self.cfg.run.checkpoint_dir, self.run_id)
+        self.session.checkpoint_dir = self.ckpt.dir  # where a sharded (ZeRO) optimizer writes its shards
         cfg_dict = self.cfg.to_dict()
         first: list[Event] = [RunStarted(run_id=self.run_id, config=cfg_dict, config_hash=config_hash(cfg_dict),
                                          seed=self.cfg.run.seed, harness_mode=self.mode, code_version=code_version(),
@@ -214,6 +215,7 @@ class RunLoop:
         self.session.id_salt = self.run_id
         recorded = steps[-1].resume_checkpoint if steps else None
         self.ckpt = Checkpoints.continuing(recorded, self.cfg.run.checkpoint_dir, run_id)
+        self.session.checkpoint_dir = self.ckpt.dir
         try:
             self.session.load_resume_state(Checkpoints.load(committed, recorded, self.ckpt.path(committed)))
         except CheckpointError as exc:

@@ -69,9 +69,7 @@ class Comm:
 
     def share(self, n: int) -> tuple[int, int]:
         """This rank's contiguous slice [lo, hi) of ``n`` items (sizes differ by at most one)."""
-        base, extra = divmod(n, self.world_size)
-        lo = self.rank * base + min(self.rank, extra)
-        return lo, lo + base + (1 if self.rank < extra else 0)
+        return share_of(n, self.rank, self.world_size)
 
     # -- objects -----------------------------------------------------------------------------
     def broadcast(self, obj: Any = None) -> Any:
@@ -117,6 +115,31 @@ class Comm:
         self.traffic.count("gather", sum(lens))
         return [pickle.loads(b[:n].cpu().numpy().tobytes()) for b, n in zip(bufs, lens)]
 
+    def gather(self, obj: Any) -> Optional[list[Any]]:
+        """Every rank's ``obj``, in rank order, on rank 0 only (None elsewhere): what a rank-0
+        snapshot of sharded state needs, without every rank receiving every shard."""
+        import torch
+        import torch.distributed as dist
+
+        if self.world_size == 1:
+            self.traffic.count("gather", 0)
+            return [obj]
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        sizes = [torch.zeros(1, dtype=torch.long, device=self.device) for _ in range(self.world_size)]
+        dist.all_gather(sizes, torch.tensor([len(data)], dtype=torch.long, device=self.device))
+        lens = [int(s.item()) for s in sizes]
+        top = max(lens)
+        mine = torch.zeros(top, dtype=torch.uint8, device=self.device)
+        if data:
+            mine[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device)
+        bufs = [torch.empty(top, dtype=torch.uint8, device=self.device) for _ in range(self.world_size)] \
+            if self.leader else None
+        dist.gather(mine, bufs, dst=0)
+        self.traffic.count("gather", sum(lens) if self.leader else len(data))
+        if not self.leader:
+            return None
+        return [pickle.loads(b[:n].cpu().numpy().tobytes()) for b, n in zip(bufs, lens)]  # type: ignore[arg-type]
+
     # -- tensors -----------------------------------------------------------------------------
     def sum_floats(self, values: Sequence[float]) -> list[float]:
         import torch
@@ -159,6 +182,13 @@ class Comm:
 
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def share_of(n: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Rank ``rank``'s contiguous slice [lo, hi) of ``n`` items over ``world_size`` ranks."""
+    base, extra = divmod(n, world_size)
+    lo = rank * base + min(rank, extra)
+    return lo, lo + base + (1 if rank < extra else 0)
 
 
 def init_group(info: RankInfo, settings: DistributedSettings, device: str) -> Comm:
