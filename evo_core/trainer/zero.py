@@ -68,6 +68,8 @@ class ZeroTrainer:
         if settings.gradient_checkpointing and hasattr(module, "gradient_checkpointing_enable"):
             module.gradient_checkpointing_enable()
         params = [p for p in module.parameters() if p.requires_grad]
+        for p in params:  # a gradient left by the SFT warm start would be summed into the first update's
+            p.grad = None
         optimizer = torch.optim.AdamW(params, lr=rl.lr, weight_decay=rl.weight_decay)  # RLSession._make_optimizer's
         engine, _, _, _ = ds.initialize(model=module, optimizer=optimizer,
                                         config=session_ds_config(settings, world_size, rl.grad_clip))

@@ -1,5 +1,6 @@
 """One rank of the sharded-update check (tests/scale/test_shard_update.py): a fixed batch,
-``RLSession._update`` on this rank's share, the resulting weights and statistics to a file."""
+``RLSession._update`` on this rank's share, the resulting weights and statistics to a file.
+``engine``: "ddp" (gradients summed over ranks) or "zero1" / "zero2" / "zero3" (DeepSpeed)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import random
 import sys
 
 
-def main(out: str, updates_per_step: int, micro: int, n_valid: int) -> None:
+def main(out: str, updates_per_step: int, micro: int, n_valid: int, engine: str = "ddp", steps: int = 1) -> None:
     import attrs
     import torch
 
@@ -32,11 +33,18 @@ def main(out: str, updates_per_step: int, micro: int, n_valid: int) -> None:
     s.rng = random.Random("update")
     s.ref_state, s._ref_policy = policy.state_dict(), None
     s.dist = init_group(info, DistributedSettings(), "cpu") if info is not None else None
+    s.zero = None
+    if engine.startswith("zero"):
+        from evo_core.trainer.distributed import DeepSpeedSettings, prepare_deepspeed
+
+        prepare_deepspeed("cpu")
+        s.enable_zero(DeepSpeedSettings(zero_stage=int(engine[4:]), accelerator="cpu", persistence_threshold=0))
     g = random.Random(7)
     samples = [Sample(prompt="p", text="t", prompt_ids=tuple(g.randrange(3, policy.tokenizer.vocab_size) for _ in range(g.randrange(2, 6))),
                       token_ids=tuple(g.randrange(3, policy.tokenizer.vocab_size) for _ in range(g.randrange(1, 7)))) for _ in range(8)]
     adv = [g.uniform(-1, 1) if i < n_valid else None for i in range(8)]
-    upd = s._update(samples, adv, LossSettings(kl_coef=0.05), lr=1e-2)
+    for _ in range(steps):  # later steps move the Adam moments the first one left
+        upd = s._update(samples, adv, LossSettings(kl_coef=0.05), lr=1e-2)
     if s.dist is None or s.dist.rank == 0:
         flat = torch.cat([p.detach().reshape(-1) for p in policy.model.parameters()]).tolist()
         json.dump({"weights": flat, "loss": upd["loss"], "grad_norm": upd["grad_norm"], "entropy": upd["entropy"],
@@ -47,4 +55,5 @@ def main(out: str, updates_per_step: int, micro: int, n_valid: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:6],
+         *(int(a) for a in sys.argv[6:7]))
