@@ -14,7 +14,7 @@ from typing import Any, Iterator, Optional
 import structlog
 
 from evo_core.trainer.dist_settings import DistributedSettings, check_global_batch
-from evo_core.trainer.ranks import Comm, RankInfo, init_group
+from evo_core.trainer.ranks import Comm, RankInfo, as_rank_lost, init_group, lost_peer
 from evo_core.trainer.spmd import Leader, follow
 
 log = structlog.get_logger("evo.ranks")
@@ -50,8 +50,15 @@ def run_follower(comm: Comm, cfg: Any) -> int:
 
     try:
         return follow(comm, build_session, PluginManager())
+    except Exception as exc:
+        if not lost_peer(exc):
+            raise
+        # rank 0 (or another rank) is gone: one line, and a non-zero exit the launcher reports
+        log.error("rank stopped: a peer is gone", rank=comm.rank, error=str(as_rank_lost(exc)))
+        return 1
     finally:
-        comm.close()
+        with contextlib.suppress(Exception):
+            comm.close()
 
 
 @contextlib.contextmanager

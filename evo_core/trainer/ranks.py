@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import pickle
+import re
 from typing import Any, Mapping, Optional, Sequence
 
 import attrs
@@ -20,6 +21,40 @@ import attrs
 from evo_core.trainer.dist_settings import DistributedSettings
 
 _ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+class RankLost(RuntimeError):
+    """A collective failed because a peer rank is gone (killed, crashed, or silent past
+    ``[distributed] timeout_s``). Rank 0 seals the run as stopped; ``--resume`` continues it."""
+
+
+_LOST_HINTS = ("connection reset", "connection closed", "broken pipe", "timed out", "timeout", "gloo", "nccl",
+               "socket", "peer")
+
+
+def lost_peer(exc: BaseException) -> bool:
+    """Whether ``exc`` is a collective that failed for want of a peer: torch's DistError family
+    (nccl, the store), or gloo's RuntimeError ("Read error ... Connection reset by peer",
+    "Timed out waiting ... for recv")."""
+    if isinstance(exc, RankLost):
+        return True
+    try:
+        import torch.distributed as dist
+
+        if isinstance(exc, getattr(dist, "DistError", ())):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    return isinstance(exc, RuntimeError) and any(h in str(exc).lower() for h in _LOST_HINTS)
+
+
+def as_rank_lost(exc: BaseException) -> "RankLost":
+    if isinstance(exc, RankLost):
+        return exc
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    first = re.sub(r"^\[[^\]]*\]\s*", "", first)  # gloo's "[.../pair.cc:537] " source location
+    first = first.split(". This is typically")[0]  # and its advice
+    return RankLost(f"a rank of this launch is gone: a collective failed ({first[:200]})")
 
 
 @attrs.frozen

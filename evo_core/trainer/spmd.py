@@ -20,6 +20,8 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Optional
 
+from evo_core.trainer.ranks import as_rank_lost, lost_peer
+
 Factory = Callable[..., tuple[Any, dict[str, Any]]]
 
 
@@ -61,13 +63,22 @@ class Leader:
 
     def send(self, op: str, *args: Any) -> None:
         dropped, self._dropped = self._dropped, []
-        self.comm.broadcast((dropped, op, args))
+        try:
+            self.comm.broadcast((dropped, op, args))
+        except Exception as exc:
+            raise (as_rank_lost(exc) if lost_peer(exc) else exc) from exc
 
     def run(self, op: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Broadcast ``op`` with ``args`` (the session id first), then do it here too."""
+        """Broadcast ``op`` with ``args`` (the session id first), then do it here too. A
+        collective that fails for want of a peer becomes ``RankLost``."""
         self.send(op, *args)
         self.busy = True
-        out = fn()
+        try:
+            out = fn()
+        except Exception as exc:
+            if lost_peer(exc):
+                raise as_rank_lost(exc) from exc
+            raise
         self.busy = False
         return out
 
