@@ -78,6 +78,12 @@ def register(app: typer.Typer) -> None:
             if not comm.leader:  # followers never open the store, print nothing, evaluate nothing
                 raise typer.Exit(launch.run_follower(comm, cfg))
             leading = launch.leading(comm)
+        elif (cfg.distributed or {}).get("engine") == "deepspeed":
+            import structlog
+
+            structlog.get_logger("evo.ranks").warning(
+                'distributed: engine = "deepspeed" applies when a launcher starts the ranks (torchrun, deepspeed; '
+                "--nproc_per_node 1 for one GPU); this plain run trains in one process without ZeRO")
         progress = _display(cfg.run.progress and not no_progress, log_every or cfg.run.log_every)
         from evo_core.run_setup import build_session
         from evo_core.store import StoreError
