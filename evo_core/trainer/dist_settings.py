@@ -21,7 +21,7 @@ import attrs
 
 ENGINES = ("ddp", "deepspeed")
 BACKENDS = ("auto", "gloo", "nccl")
-_OWN = ("engine", "backend", "timeout_s")
+_OWN = ("engine", "backend", "timeout_s", "command_timeout_s")
 # DeepSpeedSettings keys that [rl] already defines for evo run: key -> where it is defined
 _IN_RL = {
     "micro_batch_size": "rl.micro_batch_size", "grad_accum_steps": "rl.updates_per_step and rl.micro_batch_size",
@@ -39,11 +39,15 @@ class DistributedSettings:
     """``engine``: "ddp" (every rank holds the full model; gradients are summed over ranks with
     one all-reduce per update, what DDP does) or "deepspeed" (ZeRO, see ``deepspeed``).
     ``backend``: the torch.distributed backend; "auto" is nccl on CUDA and gloo on CPU.
-    ``timeout_s``: how long a collective waits for a missing rank before the job fails."""
+    ``timeout_s``: how long a collective waits for a missing rank before the job fails.
+    ``command_timeout_s``: how long a follower waits for rank 0's next command (rank 0 evaluates
+    and runs the harness alone in between); a rank that dies is noticed at once either way, these
+    bound a rank that hangs."""
 
     engine: str = "ddp"
     backend: str = "auto"
     timeout_s: float = 600.0
+    command_timeout_s: float = 86400.0
     deepspeed: Mapping[str, Any] = attrs.Factory(dict)  # the ZeRO keys, as validated by DeepSpeedSettings
 
     @classmethod
@@ -69,6 +73,10 @@ class DistributedSettings:
         timeout = data.get("timeout_s", 600.0)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise DistributedConfigError(f"distributed.timeout_s: must be a positive number, got {timeout!r}")
+        command_timeout = data.get("command_timeout_s", 86400.0)
+        if isinstance(command_timeout, bool) or not isinstance(command_timeout, (int, float)) or command_timeout <= 0:
+            raise DistributedConfigError(
+                f"distributed.command_timeout_s: must be a positive number, got {command_timeout!r}")
         ds = {k: v for k, v in data.items() if k in ds_keys}
         try:
             zero = DeepSpeedSettings.from_mapping(ds)
@@ -79,7 +87,8 @@ class DistributedSettings:
             raise DistributedConfigError(
                 f'distributed.zero_stage: engine = "deepspeed" runs ZeRO stage 1, 2 or 3, got {zero.zero_stage} '
                 '(stage 0 shards nothing: use engine = "ddp")')
-        return cls(engine=engine, backend=backend, timeout_s=float(timeout), deepspeed=ds)
+        return cls(engine=engine, backend=backend, timeout_s=float(timeout), command_timeout_s=float(command_timeout),
+                   deepspeed=ds)
 
     def deepspeed_settings(self) -> Any:
         from evo_core.trainer.distributed import DeepSpeedSettings

@@ -28,8 +28,9 @@ class RankLost(RuntimeError):
     ``[distributed] timeout_s``). Rank 0 seals the run as stopped; ``--resume`` continues it."""
 
 
-_LOST_HINTS = ("connection reset", "connection closed", "broken pipe", "timed out", "timeout", "gloo", "nccl",
-               "socket", "peer")
+# what gloo's errors say (its source path is in every message: ".../gloo/transport/tcp/pair.cc");
+# nccl and the store raise torch's DistError family
+_LOST_HINTS = ("gloo/", "connection reset by peer", "connection closed by peer", "nccl")
 
 
 def lost_peer(exc: BaseException) -> bool:
@@ -91,11 +92,15 @@ class Traffic:
 
 class Comm:
     """The process group, as the trainer uses it. ``device``: where collective buffers live
-    (nccl needs CUDA tensors; gloo takes CPU ones)."""
+    (nccl needs CUDA tensors; gloo takes CPU ones). ``commands``: the group the command channel
+    (:meth:`broadcast`) runs on, a gloo group with its own, longer timeout: a follower waits
+    there while rank 0 evaluates and runs the harness alone, which can outlast any sensible
+    collective timeout; a rank 0 that dies is still noticed at once (its connections drop)."""
 
-    def __init__(self, info: RankInfo, device: str = "cpu") -> None:
+    def __init__(self, info: RankInfo, device: str = "cpu", commands: Any = None) -> None:
         self.rank, self.world_size, self.local_rank = info.rank, info.world_size, info.local_rank
         self.device = device
+        self.commands = commands  # None: the default group, on ``device``
         self.traffic = Traffic()
 
     @property
@@ -116,16 +121,17 @@ class Comm:
         if self.world_size == 1:
             self.traffic.count("broadcast", 0)
             return obj
-        size = torch.zeros(1, dtype=torch.long, device=self.device)
+        device = "cpu" if self.commands is not None else self.device
+        size = torch.zeros(1, dtype=torch.long, device=device)
         data = b""
         if self.leader:
             data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
             size[0] = len(data)
-        dist.broadcast(size, 0)
+        dist.broadcast(size, 0, group=self.commands)
         n = int(size.item())
-        buf = (torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device) if self.leader
-               else torch.empty(n, dtype=torch.uint8, device=self.device))
-        dist.broadcast(buf, 0)
+        buf = (torch.frombuffer(bytearray(data), dtype=torch.uint8).to(device) if self.leader
+               else torch.empty(n, dtype=torch.uint8, device=device))
+        dist.broadcast(buf, 0, group=self.commands)
         self.traffic.count("broadcast", n)
         return obj if self.leader else pickle.loads(buf.cpu().numpy().tobytes())
 
@@ -241,4 +247,7 @@ def init_group(info: RankInfo, settings: DistributedSettings, device: str) -> Co
     if not dist.is_initialized():
         dist.init_process_group(backend=backend, rank=info.rank, world_size=info.world_size,
                                 timeout=dt.timedelta(seconds=settings.timeout_s))
-    return Comm(info, coll_device)
+    commands = None
+    if info.world_size > 1:  # every rank creates it, in the same order: right after the default group
+        commands = dist.new_group(backend="gloo", timeout=dt.timedelta(seconds=settings.command_timeout_s))
+    return Comm(info, coll_device, commands)

@@ -21,10 +21,11 @@ def test_settings_defaults_and_deepspeed_keys():
 
 
 @pytest.mark.parametrize("table, message", [
-    ({"zero_stagee": 2}, "distributed.zero_stagee: unknown key (known: accelerator, backend, engine, gradient_checkpointing"),
+    ({"zero_stagee": 2}, "distributed.zero_stagee: unknown key (known: accelerator, backend, command_timeout_s, engine"),
     ({"engine": "fsdp"}, "distributed.engine: must be one of ddp, deepspeed, got 'fsdp'"),
     ({"backend": "mpi"}, "distributed.backend: must be one of auto, gloo, nccl"),
     ({"timeout_s": 0}, "distributed.timeout_s: must be a positive number"),
+    ({"command_timeout_s": "1h"}, "distributed.command_timeout_s: must be a positive number, got '1h'"),
     ({"zero_stage": 4}, "distributed.zero_stage must be in 0..3, got 4"),
     ({"engine": "deepspeed", "zero_stage": 0}, 'distributed.zero_stage: engine = "deepspeed" runs ZeRO stage 1, 2 or 3, got 0'),
     ({"micro_batch_size": 4}, "distributed.micro_batch_size: evo run defines the batch and the optimizer once, in [rl] "
@@ -102,3 +103,19 @@ def test_shares_are_disjoint_and_cover():
 
 def test_group_seed_is_stable():
     assert group_seed(5, 0) == group_seed(5, 0) != group_seed(5, 1)
+
+
+def test_a_lost_peer_is_told_apart_from_other_errors():
+    import torch.distributed as dist
+
+    from evo_core.trainer.ranks import RankLost, as_rank_lost, lost_peer
+
+    gloo = RuntimeError("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+                        "[127.0.0.1]:50357: Connection reset by peer. This is typically caused by a remote worker "
+                        "hanging or bugs in the application.")
+    assert lost_peer(gloo) and lost_peer(dist.DistBackendError("NCCL watchdog timed out"))
+    assert not lost_peer(RuntimeError("rollout server timed out after 3 retries"))
+    assert not lost_peer(ValueError("gloo/"))
+    lost = as_rank_lost(gloo)
+    assert isinstance(lost, RankLost) and str(lost) == (
+        "a rank of this launch is gone: a collective failed (Read error [127.0.0.1]:50357: Connection reset by peer)")
