@@ -87,6 +87,7 @@ def register(app: typer.Typer) -> None:
         progress = _display(cfg.run.progress and not no_progress, log_every or cfg.run.log_every)
         from evo_core.run_setup import build_session
         from evo_core.store import StoreError
+        from evo_core.trainer.ranks import RankLost
 
         with leading as leader:
             factory = leader.factory(build_session) if leader is not None else build_session
@@ -101,6 +102,8 @@ def register(app: typer.Typer) -> None:
                     outcomes = run_all(cfg, st, harness=harness, progress=progress, session_factory=factory)
             except (RunError, ConfigError, StoreError) as exc:
                 raise fail(str(exc))
+            except RankLost as exc:  # before the run loop (a start or a resume): nothing was sealed
+                raise fail(str(exc), code=1)
             finally:
                 st.close()
         rows = [{"run_id": o.run_id, "status": o.status, "steps": o.steps, **o.summary} for o in outcomes]

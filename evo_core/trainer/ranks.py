@@ -23,9 +23,14 @@ from evo_core.trainer.dist_settings import DistributedSettings
 _ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-class RankLost(RuntimeError):
+class RankLost(BaseException):
     """A collective failed because a peer rank is gone (killed, crashed, or silent past
-    ``[distributed] timeout_s``). Rank 0 seals the run as stopped; ``--resume`` continues it."""
+    ``[distributed] timeout_s``). Rank 0 seals the run as stopped; ``--resume`` continues it.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: no plugin isolation, harness guard or sink
+    wrapper (``except Exception``) may turn it into a ``PluginFailed`` and let the step commit,
+    since a backtest branch or a snapshot that lost its collectives would then be logged as if
+    it had decided something."""
 
 
 # what gloo's errors say (its source path is in every message: ".../gloo/transport/tcp/pair.cc");

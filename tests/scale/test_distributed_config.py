@@ -119,3 +119,22 @@ def test_a_lost_peer_is_told_apart_from_other_errors():
     lost = as_rank_lost(gloo)
     assert isinstance(lost, RankLost) and str(lost) == (
         "a rank of this launch is gone: a collective failed (Read error [127.0.0.1]:50357: Connection reset by peer)")
+
+
+def test_a_lost_rank_is_never_isolated_as_a_plugin_failure():
+    """A backtest branch or a snapshot whose collectives failed must stop the step, not become
+    a PluginFailed the step commits with (RankLost is a BaseException)."""
+    from evo_core.harness.engine import ENGINE
+    from evo_core.harness.isolation import Isolation
+    from evo_core.trainer.ranks import RankLost
+
+    emitted: list = []
+    iso = Isolation("run", 3, emitted.append, ENGINE)
+
+    def snapshot():
+        raise RankLost("a rank of this launch is gone")
+
+    with pytest.raises(RankLost):
+        iso.call("trainer", "snapshot", snapshot)
+    assert emitted == []
+    assert iso.call("trainer", "snapshot", lambda: 1 / 0)[0] is False and len(emitted) == 1  # others are isolated
