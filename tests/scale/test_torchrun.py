@@ -148,10 +148,16 @@ def test_sigkill_one_rank_then_resume(tmp_path, engine):
             assert {k: want[step].get(k) for k in EXACT + CLOSE} == {k: got[step].get(k) for k in EXACT + CLOSE}, step
 
 
-def test_backtests_run_on_all_ranks(tmp_path):
+@pytest.mark.parametrize("engine", [pytest.param((), id="ddp"), pytest.param(ZERO2, id="zero2")])
+def test_backtests_run_on_all_ranks(tmp_path, engine):
     """The evolving harness forks control and treatment branches for its online A/B tests: the
-    followers fork and train them too, and the harness decides exactly as in a 1-rank launch."""
+    followers fork and train them too, and the harness decides exactly as in a 1-rank launch.
+    Under ZeRO-2 every fork is a new DeepSpeed engine loaded with each rank's optimizer shard,
+    and each promotion's snapshot gathers the shards into rank 0's blob."""
     from evo_events import BacktestFailed, BacktestPassed, StepCompleted
+
+    if engine:
+        pytest.importorskip("deepspeed")
 
     harness = ["--harness", "evolving", "--set", "harness.diagnose_every=2", "--set", "harness.window_steps=4",
                "--set", "harness.backtest.k_steps=1", "--set", "harness.backtest.replicates=1",
@@ -161,7 +167,7 @@ def test_backtests_run_on_all_ranks(tmp_path):
         work = tmp_path / f"n{n}"
         work.mkdir()
         store = f"sqlite:///{work}/evo.sqlite"
-        row = d.outcome(d.run(d.torchrun_args(n, store, work, 6, *harness), cwd=work))
+        row = d.outcome(d.run(d.torchrun_args(n, store, work, 6, *harness, *(engine if n == 2 else ())), cwd=work))
         logs[n] = d.events(store, row["run_id"])
     one, two = ([(type(e).__name__, e.step) for e in logs[n] if not isinstance(e, StepCompleted) and
                  type(e).__name__ not in ("RunStarted", "RunFinished")] for n in (1, 2))
