@@ -97,6 +97,30 @@ def outcome_parts(result: Any) -> tuple[Completion, dict[str, Any]]:
     return comp, dict(getattr(result, "stats", None) or {})
 
 
+def run_episode_groups(engine: Any, domain: Any, tasks: Sequence[Any], params: SamplingParams, *,
+                       encode: Callable[[str], list[int]], generator: Any = None, max_turns: int = 0
+                       ) -> tuple[list[list[Sample]], list[list[Completion]], list[list[dict[str, Any]]]]:
+    """``params.n`` episodes per task, one after another, each with a fresh :class:`PolicyAgent`
+    over ``engine``: per task, the conversations as samples (laid out with ``encode``), the
+    final completions and the episodes' stats."""
+    groups: list[list[Sample]] = []
+    comps: list[list[Completion]] = []
+    stats: list[list[dict[str, Any]]] = []
+    for task in tasks:
+        g_s, g_c, g_st = [], [], []
+        for _ in range(params.n):
+            agent = PolicyAgent(engine, params, generator=generator)
+            res = domain.run_episode(task, agent, max_turns=max_turns) if max_turns else domain.run_episode(task, agent)
+            comp, st = outcome_parts(res)
+            g_s.append(episode_sample(agent.calls, encode, truncated=comp.truncated))
+            g_c.append(comp)
+            g_st.append(st)
+        groups.append(g_s)
+        comps.append(g_c)
+        stats.append(g_st)
+    return groups, comps, stats
+
+
 def generated_mask(samples: Sequence[Sample], T: int, like: Any) -> Optional[Any]:
     """A [B, T] float mask (1 on generated tokens) for a micro-batch, or None when no sample
     has a ``loss_mask`` (single completions: the scorer's mask is already right)."""

@@ -301,27 +301,10 @@ class RLSession:
         """G episodes per task, one after another, each with the current policy as the agent
         (``evo_core.trainer.episodes``): the conversation as one sample, the final completion
         and the episode's stats."""
-        from evo_core.trainer.episodes import PolicyAgent, episode_sample, outcome_parts
+        from evo_core.trainer.episodes import run_episode_groups
 
-        encode = self.policy.tokenizer.encode
-        max_turns = int(getattr(self.rl, "episode_max_turns", 0) or 0)
-        groups: list[list[Sample]] = []
-        comps: list[list[Completion]] = []
-        stats: list[list[dict[str, Any]]] = []
-        for task in chosen:
-            g_s, g_c, g_st = [], [], []
-            for _ in range(params.n):
-                agent = PolicyAgent(self.engine, params, generator=self.gen)
-                res = (self.domain.run_episode(task, agent, max_turns=max_turns) if max_turns
-                       else self.domain.run_episode(task, agent))
-                comp, st = outcome_parts(res)
-                g_s.append(episode_sample(agent.calls, encode, truncated=comp.truncated))
-                g_c.append(comp)
-                g_st.append(st)
-            groups.append(g_s)
-            comps.append(g_c)
-            stats.append(g_st)
-        return groups, comps, stats
+        return run_episode_groups(self.engine, self.domain, chosen, params, encode=self.policy.tokenizer.encode,
+                                  generator=self.gen, max_turns=int(getattr(self.rl, "episode_max_turns", 0) or 0))
 
     def _graded(self, chosen: Sequence[Task], groups: Sequence[Sequence[Sample]], step: int,
                 group_offset: int, completions: Optional[Sequence[Sequence[Completion]]] = None,

@@ -34,11 +34,13 @@ class ScriptedEpisodes:
 
     def __init__(self, turns: int = 2) -> None:
         self.turns = turns
+        self.episodes = 0
 
     def load_tasks(self, source):
         return [Task(task_id=f"t{i}", prompt=f"task {i}") for i in range(4)]
 
     def run_episode(self, task, policy, *, max_turns=None):
+        self.episodes += 1
         msgs = [{"role": "system", "content": "tools: echo"}, {"role": "user", "content": task.prompt}]
         turns, n_tok, text = [], 0, ""
         for k in range(max_turns or self.turns):
@@ -179,6 +181,19 @@ def test_an_rl_step_runs_episodes(tiny_cfg, policy):
     assert roll["loss_mask"] == list(res.samples[0].loss_mask)
     ev = rollout_events("r", res)
     assert ev[0].length == res.samples[0].n_generated and ev[0].signals["stop_reason"] == "max_steps"
+
+
+def test_evaluation_runs_episodes_too(tiny_cfg, policy):
+    cfg = tiny_cfg(rl={"rollout": "episode", "episode_max_turns": 2, "max_new_tokens": 3}, eval={"samples": 2})
+    dom = ScriptedEpisodes(turns=5)
+    tasks = dom.load_tasks(None)
+    session = RLSession(policy=policy, domain=dom, train_tasks=tasks[:2], validation_tasks=tasks[2:], rl=cfg.rl,
+                        eval_cfg=cfg.eval, seed=0, total_steps=2)
+    res = session.evaluate("validation")
+    assert dom.episodes == 2 * (2 + 1)  # 2 tasks x (2 sampled + 1 greedy) episodes
+    assert set(res.item_scores) == {"t2", "t3"} and 0 < res.metrics["length_mean"] <= 6
+    assert res.metrics["strict_accuracy_greedy"] is not None
+    assert session.evaluate("validation").item_scores == res.item_scores  # seeded by the policy version
 
 
 def test_episodes_on_a_domain_without_run_episode_fail_at_load(tmp_path):
