@@ -110,9 +110,16 @@ def run_episode_groups(engine: Any, domain: Any, tasks: Sequence[Any], params: S
         g_s, g_c, g_st = [], [], []
         for _ in range(params.n):
             agent = PolicyAgent(engine, params, generator=generator)
-            res = domain.run_episode(task, agent, max_turns=max_turns) if max_turns else domain.run_episode(task, agent)
-            comp, st = outcome_parts(res)
-            g_s.append(episode_sample(agent.calls, encode, truncated=comp.truncated))
+            try:
+                res = domain.run_episode(task, agent, max_turns=max_turns) if max_turns else domain.run_episode(task, agent)
+                comp, st = outcome_parts(res)
+                sample = episode_sample(agent.calls, encode, truncated=comp.truncated)
+            except Exception as exc:  # like a raising verifier: the run stops with a PluginFailed, clearly
+                from evo_core.trainer.evaluation import VerifierFailed
+
+                raise VerifierFailed(f"domain {getattr(domain, 'name', '?')!r} run_episode failed on task "
+                                     f"{getattr(task, 'task_id', '?')!r}: {type(exc).__name__}: {exc}") from exc
+            g_s.append(sample)
             g_c.append(comp)
             g_st.append(st)
         groups.append(g_s)

@@ -183,6 +183,22 @@ def test_an_rl_step_runs_episodes(tiny_cfg, policy):
     assert ev[0].length == res.samples[0].n_generated and ev[0].signals["stop_reason"] == "max_steps"
 
 
+def test_a_raising_episode_stops_the_step_like_a_raising_verifier(tiny_cfg, policy):
+    from evo_core.trainer.evaluation import VerifierFailed
+
+    class Broken(ScriptedEpisodes):
+        def run_episode(self, task, policy, *, max_turns=None):
+            policy([{"role": "user", "content": "x"}])
+            raise OSError("sandbox gone")
+
+    cfg = tiny_cfg(rl={"rollout": "episode", "prompts_per_step": 1, "group_size": 2, "max_new_tokens": 2})
+    dom = Broken()
+    session = RLSession(policy=policy, domain=dom, train_tasks=dom.load_tasks(None), validation_tasks=[],
+                        rl=cfg.rl, eval_cfg=cfg.eval, seed=0, total_steps=1)
+    with pytest.raises(VerifierFailed, match="'scripted' run_episode failed on task .*OSError: sandbox gone"):
+        session.rl_step(None)
+
+
 def test_evaluation_runs_episodes_too(tiny_cfg, policy):
     cfg = tiny_cfg(rl={"rollout": "episode", "episode_max_turns": 2, "max_new_tokens": 3}, eval={"samples": 2})
     dom = ScriptedEpisodes(turns=5)
