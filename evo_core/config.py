@@ -135,6 +135,8 @@ class RLSection:
     overlong: str = "none"  # none | filter (mask truncated) | soft (DAPO soft penalty)
     overlong_buffer: int = 2  # tokens before the limit where the soft penalty ramps in
     overlong_penalty: float = 1.0
+    rollout: str = "single"  # single (one sampled completion) | episode (the domain's run_episode, multi-turn)
+    episode_max_turns: int = 0  # episode: at most this many policy replies; 0: the domain's own budget
 
 
 @attrs.frozen(kw_only=True)
@@ -197,6 +199,7 @@ _ALLOWED = {
     ("rl", "algorithm"): ("grpo", "dr_grpo", "dapo"),
     ("rl", "lr_schedule"): ("constant", "cosine"),
     ("rl", "overlong"): ("none", "filter", "soft"),
+    ("rl", "rollout"): ("single", "episode"),
     ("rl", "loss_agg"): ("", "seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"),
     ("policy", "kind"): ("tiny", "hf"),
     ("policy", "tiny", "arch"): ("llama", "qwen2"),

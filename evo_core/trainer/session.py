@@ -24,6 +24,7 @@ from evo_core.api import Completion, RolloutBatch, RolloutItem, Task
 from evo_core.harness.features import features_for_group
 from evo_core.interventions import InterventionApplier
 from evo_core.trainer.engine import InProcessEngine
+from evo_core.trainer.episodes import generated_mask
 from evo_core.trainer.evaluation import VerifierFailed, evaluate_policy, grade  # noqa: F401 (VerifierFailed: re-exported)
 from evo_core.trainer.grpo import LossSettings, group_advantages, overlong_penalty, pg_loss, resolve
 from evo_core.trainer.protocols import EvalResult, Sample, SamplingParams
@@ -98,6 +99,14 @@ class RLSession:
         self.domain = domain
         # the training reward: the domain's verifier, or its strict oracle (the no-flaw reference)
         self.verifier = domain.oracle if reward == "oracle" else domain.verify
+        # [rl] rollout = "episode": each rollout is one multi-turn episode the domain runs
+        self.episodes = getattr(rl, "rollout", "single") == "episode"
+        if self.episodes:
+            from evo_core.api import supports_episodes
+
+            if not supports_episodes(domain):
+                raise ValueError(f"rl.rollout = 'episode', but domain {getattr(domain, 'name', domain)!r} has no "
+                                 "run_episode")
         self.train_tasks = list(train_tasks)
         self.splits = {"validation": list(validation_tasks), "test": list(test_tasks)}
         self.rl = rl
@@ -269,7 +278,14 @@ class RLSession:
         G = int(hp["group_size"])
         params = SamplingParams(n=G, temperature=float(hp["temperature"]), top_p=float(hp["top_p"]),
                                 max_new_tokens=int(hp["max_new_tokens"]), stop=tuple(hp["stop"]))
-        if self.dist is None:
+        if self.episodes:
+            if self.dist is not None:
+                raise RuntimeError("episode rollouts ([rl] rollout = 'episode') run on one rank only so far")
+            ts = time.perf_counter()
+            groups, completions, stats = self._run_episodes(chosen, params)
+            rollout_time = time.perf_counter() - ts
+            items, samples = self._graded(chosen, groups, step, group_offset, completions, stats)
+        elif self.dist is None:
             ts = time.perf_counter()
             groups = self.engine.generate(prompts, params, generator=self.gen)
             rollout_time = time.perf_counter() - ts
@@ -280,21 +296,39 @@ class RLSession:
             items, samples, rollout_time = sharded_rollouts(self, chosen, prompts, params, step, group_offset)
         return self._rewarded(items, samples, hp, state, step) + (rollout_time,)
 
+    def _run_episodes(self, chosen: Sequence[Task], params: SamplingParams
+                      ) -> tuple[list[list[Sample]], list[list[Completion]], list[list[dict[str, Any]]]]:
+        """G episodes per task, one after another, each with the current policy as the agent
+        (``evo_core.trainer.episodes``): the conversation as one sample, the final completion
+        and the episode's stats."""
+        from evo_core.trainer.episodes import run_episode_groups
+
+        return run_episode_groups(self.engine, self.domain, chosen, params, encode=self.policy.tokenizer.encode,
+                                  generator=self.gen, max_turns=int(getattr(self.rl, "episode_max_turns", 0) or 0))
+
     def _graded(self, chosen: Sequence[Task], groups: Sequence[Sequence[Sample]], step: int,
-                group_offset: int) -> tuple[list[RolloutItem], list[Sample]]:
+                group_offset: int, completions: Optional[Sequence[Sequence[Completion]]] = None,
+                episode_stats: Optional[Sequence[Sequence[Mapping[str, Any]]]] = None
+                ) -> tuple[list[RolloutItem], list[Sample]]:
         """Features and the training verifier's verdicts for sampled groups (``chosen[i]``
-        is group ``group_offset + i`` of the step)."""
+        is group ``group_offset + i`` of the step). Episodes bring their final completions
+        (with turns) and stats; the stats join the verdict's signals where it has none."""
         items: list[RolloutItem] = []
         samples: list[Sample] = []
         for gi, (task, group) in enumerate(zip(chosen, groups)):
             gid = f"s{step}g{group_offset + gi}"
             tf = time.perf_counter()
-            feats = features_for_group([s.text for s in group], task.prompt, [len(s.token_ids) for s in group],
+            feats = features_for_group([s.text for s in group], task.prompt, [s.n_generated for s in group],
                                        [s.truncated for s in group])
             self.features_s += time.perf_counter() - tf
             for j, (s, f) in enumerate(zip(group, feats)):
-                comp = Completion(text=s.text, truncated=s.truncated, n_tokens=len(s.token_ids))
+                if completions is None:
+                    comp = Completion(text=s.text, truncated=s.truncated, n_tokens=len(s.token_ids))
+                else:
+                    comp = completions[gi][j]
                 verdict = grade(self.verifier, self.domain, task, comp)
+                if episode_stats is not None and episode_stats[gi][j]:
+                    verdict = attrs.evolve(verdict, signals={**episode_stats[gi][j], **verdict.signals})
                 rid = hashlib.sha256(f"{self.id_salt}:{step}:{gid}:{j}".encode()).hexdigest()[:32]
                 items.append(RolloutItem(rollout_id=rid, group_id=gid, task=task, completion=comp,
                                          verdict=verdict, reward=verdict.reward, mask=verdict.reward is not None,
@@ -323,7 +357,7 @@ class RLSession:
         elif hp["overlong"] == "soft":
             for it, s in zip(items, samples):
                 if it.reward is not None:
-                    it.reward += overlong_penalty(len(s.token_ids), int(hp["max_new_tokens"]),
+                    it.reward += overlong_penalty(s.n_generated, int(hp["max_new_tokens"]),
                                                   int(hp["overlong_buffer"]), float(hp["overlong_penalty"]))
         return items, samples
 
@@ -404,7 +438,7 @@ class RLSession:
                             ref[i] = lp[r]
         tot = {"loss": 0.0, "clipped": 0.0, "kl": 0.0, "tokens": 0.0, "ent": 0.0, "grad_norm": 0.0}
         for mb_all, mb_mine in zip(minibatches, mine):
-            n_tokens = float(sum(len(samples[i].token_ids) for i in mb_all))
+            n_tokens = float(sum(samples[i].n_generated for i in mb_all))
             micros = self._micro(mb_mine)
             if zero is None:
                 self.optimizer.zero_grad(set_to_none=True)
@@ -415,6 +449,9 @@ class RLSession:
                 c_ids = [samples[i].token_ids for i in mb]
                 logp, mask, ent = scorer.score(p_ids, c_ids, with_entropy=True)
                 T = logp.shape[1]
+                gen = generated_mask([samples[i] for i in mb], T, mask)
+                if gen is not None:  # an episode: the environment's tokens get no loss, KL or entropy
+                    mask, ent = mask * gen, ent * gen
                 old_lp = torch.stack([_pad(old[i], T) for i in mb]) if n_up > 1 else logp.detach()
                 ref_lp = torch.stack([_pad(ref[i], T) for i in mb]) if need_ref else None
                 a = torch.tensor([float(adv[i]) for i in mb], dtype=logp.dtype, device=logp.device)  # type: ignore[arg-type]
@@ -480,9 +517,9 @@ class RLSession:
         mean = _mean(rewards)
         std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards and mean is not None else None
         audited = [it for it in items if it.strict is not None and it.strict.correct is not None]
-        lens = [len(s.token_ids) for s in samples]
-        correct_len = [len(s.token_ids) for it, s in zip(items, samples) if it.verdict.correct]
-        wrong_len = [len(s.token_ids) for it, s in zip(items, samples) if it.verdict.correct is False]
+        lens = [s.n_generated for s in samples]
+        correct_len = [s.n_generated for it, s in zip(items, samples) if it.verdict.correct]
+        wrong_len = [s.n_generated for it, s in zip(items, samples) if it.verdict.correct is False]
         groups = {it.group_id for it in items}
         gen_tokens = sum(lens)
         m: dict[str, Optional[float]] = {
