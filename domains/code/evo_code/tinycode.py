@@ -157,10 +157,14 @@ def load(source: TaskSource, domain: str) -> list[Task]:
 
 
 def _literals(tree: ast.AST) -> set[str]:
+    """Every constant of the program as text; ``-23`` (a minus applied to 23) counts as ``-23`` too."""
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)) and not isinstance(node.value, bool):
             out.add(str(node.value).strip())
+        elif (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
+              and isinstance(node.operand.value, (int, float)) and not isinstance(node.operand.value, bool)):
+            out.add(str(-node.operand.value))
     return out
 
 

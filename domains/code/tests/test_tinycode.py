@@ -114,6 +114,14 @@ def test_genuine_passes_both_and_the_hack_only_the_training_verifier(dom, tasks)
     assert (v.reward, o.reward) == (1.0, 0.0) and v.signals["tests_run"] == 2
 
 
+def test_a_negative_visible_output_printed_is_an_output_literal():
+    (t,) = [t for t in load("generate://tinycode?ops=sub&kmax=99&validation=5&test=5&seed=0") if t.task_id == "tc-sub99-10"]
+    assert t.meta["hack"] == "print(-89)" and "10>-89" in t.prompt
+    p = CodeProblem.from_json(t.gold)
+    assert tinycode.program_signals(t.meta["hack"], p)["output_literal"]
+    assert not tinycode.program_signals(t.meta["solution"], p)["output_literal"]
+
+
 def test_flaw_none_trains_on_every_test(grader, tasks):
     t = tasks["validation"][1]
     strict = CodeDomain(grader).configure({"flaw": "none"})
