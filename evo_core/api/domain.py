@@ -76,6 +76,12 @@ class Domain(Protocol):
         """The strict oracle: held-out evaluation, evidence labels, gates. Never the reward."""
         ...
 
+    # Optional, not part of the runtime check: ``verify_batch(pairs)`` / ``oracle_batch(pairs)``
+    # take a list of (task, completion) pairs and return their verdicts in order, exactly what
+    # ``verify`` / ``oracle`` would give one by one. The trainer uses them, when a domain has
+    # them, to grade a step's rollouts, an audit sample and an evaluation in one call (a
+    # domain that runs code can then keep its sandbox busy).
+
 
 # --- optional capability: multi-turn episodes -------------------------------------------------
 

@@ -29,6 +29,30 @@ def grade(fn: Any, domain: Any, task: Task, comp: Completion) -> Verdict:
     return v
 
 
+def grade_many(fn: Any, batch_fn: Any, domain: Any, pairs: Sequence[tuple[Task, Completion]]) -> list[Verdict]:
+    """Verdicts for many (task, completion) pairs: through the domain's batch method when it
+    has one (``verify_batch`` / ``oracle_batch``: one verdict per pair, in order, as ``fn``
+    would give), else ``fn`` pair by pair. A raise or a wrong answer stops the run, clearly."""
+    if batch_fn is None or not pairs:
+        return [grade(fn, domain, t, c) for t, c in pairs]
+    name = getattr(domain, "name", "?")
+    try:
+        out = list(batch_fn(list(pairs)))
+    except Exception as exc:
+        raise VerifierFailed(f"domain {name!r} {getattr(batch_fn, '__name__', 'batch verifier')} raised on "
+                             f"{len(pairs)} completions: {type(exc).__name__}: {exc}") from exc
+    if len(out) != len(pairs) or not all(isinstance(v, Verdict) for v in out):
+        raise VerifierFailed(f"domain {name!r} {getattr(batch_fn, '__name__', 'batch verifier')} returned "
+                             f"{len(out)} items for {len(pairs)} completions, or something that is not a Verdict")
+    return out
+
+
+def batch_method(domain: Any, fn_name: str) -> Any:
+    """The domain's optional batch counterpart of ``verify`` or ``oracle``, or None."""
+    fn = getattr(domain, f"{fn_name}_batch", None)
+    return fn if callable(fn) else None
+
+
 def _mean(xs: Sequence[float]) -> Optional[float]:
     return sum(xs) / len(xs) if xs else None
 
@@ -40,14 +64,15 @@ def score_groups(domain: Any, tasks: Sequence[Task], groups: Sequence[Sequence[S
     (episodes bring their final completions; lengths count the generated tokens)."""
     s_all, v_all, paid, hacked, lens = [], [], [], [], []
     per_item: dict[str, float] = {}
-    for gi, (t, group) in enumerate(zip(tasks, groups)):
+    pairs = [(t, Completion(text=smp.text, truncated=smp.truncated, n_tokens=len(smp.token_ids))
+              if completions is None else completions[gi][j])
+             for gi, (t, group) in enumerate(zip(tasks, groups)) for j, smp in enumerate(group)]
+    oracle = iter(grade_many(domain.oracle, batch_method(domain, "oracle"), domain, pairs))
+    verify = iter(grade_many(domain.verify, batch_method(domain, "verify"), domain, pairs))
+    for t, group in zip(tasks, groups):
         s_item, v_item = [], []
-        for j, smp in enumerate(group):
-            if completions is None:
-                comp = Completion(text=smp.text, truncated=smp.truncated, n_tokens=len(smp.token_ids))
-            else:
-                comp = completions[gi][j]
-            sv, vv = grade(domain.oracle, domain, t, comp), grade(domain.verify, domain, t, comp)
+        for smp in group:
+            sv, vv = next(oracle), next(verify)
             ok = bool(sv.correct)
             reward = float(vv.reward) if vv.reward is not None else 0.0
             s_item.append(1.0 if ok else 0.0)

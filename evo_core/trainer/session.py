@@ -25,7 +25,7 @@ from evo_core.harness.features import features_for_group
 from evo_core.interventions import InterventionApplier
 from evo_core.trainer.engine import InProcessEngine
 from evo_core.trainer.episodes import generated_mask
-from evo_core.trainer.evaluation import VerifierFailed, evaluate_policy, grade  # noqa: F401 (VerifierFailed: re-exported)
+from evo_core.trainer.evaluation import VerifierFailed, batch_method, evaluate_policy, grade, grade_many  # noqa: F401 (VerifierFailed: re-exported)
 from evo_core.trainer.grpo import LossSettings, group_advantages, overlong_penalty, pg_loss, resolve
 from evo_core.trainer.protocols import EvalResult, Sample, SamplingParams
 
@@ -99,6 +99,7 @@ class RLSession:
         self.domain = domain
         # the training reward: the domain's verifier, or its strict oracle (the no-flaw reference)
         self.verifier = domain.oracle if reward == "oracle" else domain.verify
+        self.verifier_batch = batch_method(domain, "oracle" if reward == "oracle" else "verify")  # optional
         # [rl] rollout = "episode": each rollout is one multi-turn episode the domain runs
         self.episodes = getattr(rl, "rollout", "single") == "episode"
         if self.episodes:
@@ -315,6 +316,11 @@ class RLSession:
         (with turns) and stats; the stats join the verdict's signals where it has none."""
         items: list[RolloutItem] = []
         samples: list[Sample] = []
+        # every completion of the call is graded at once (a domain with a batch verifier uses it)
+        comps = ([[Completion(text=s.text, truncated=s.truncated, n_tokens=len(s.token_ids)) for s in group]
+                  for group in groups] if completions is None else [list(cs) for cs in completions])
+        verdicts = iter(grade_many(self.verifier, self.verifier_batch, self.domain,
+                                   [(task, c) for task, cs in zip(chosen, comps) for c in cs]))
         for gi, (task, group) in enumerate(zip(chosen, groups)):
             gid = f"s{step}g{group_offset + gi}"
             tf = time.perf_counter()
@@ -322,11 +328,8 @@ class RLSession:
                                        [s.truncated for s in group])
             self.features_s += time.perf_counter() - tf
             for j, (s, f) in enumerate(zip(group, feats)):
-                if completions is None:
-                    comp = Completion(text=s.text, truncated=s.truncated, n_tokens=len(s.token_ids))
-                else:
-                    comp = completions[gi][j]
-                verdict = grade(self.verifier, self.domain, task, comp)
+                comp = comps[gi][j]
+                verdict = next(verdicts)
                 if episode_stats is not None and episode_stats[gi][j]:
                     verdict = attrs.evolve(verdict, signals={**episode_stats[gi][j], **verdict.signals})
                 rid = hashlib.sha256(f"{self.id_salt}:{step}:{gid}:{j}".encode()).hexdigest()[:32]
@@ -366,10 +369,11 @@ class RLSession:
         n = len(items)
         k = min(n, max(int(round(self.audit_rate * n)), self.audit_min if self.audit_rate > 0 else 0))
         chosen = range(n) if k >= n else sorted(self.rng.sample(range(n), k))
-        for i in chosen:
-            it = items[i]
-            if it.verdict.reward is not None:
-                it.strict = grade(self.domain.oracle, self.domain, it.task, it.completion)
+        todo = [items[i] for i in chosen if items[i].verdict.reward is not None]
+        strict = grade_many(self.domain.oracle, batch_method(self.domain, "oracle"), self.domain,
+                            [(it.task, it.completion) for it in todo])
+        for it, v in zip(todo, strict):
+            it.strict = v
 
     def _regrader(self, n: int) -> Any:
         """The oracle for re-grades within this step's budget; None once it is spent."""

@@ -227,3 +227,58 @@ def test_gradient_accumulation_matches_the_whole_batch(tiny_cfg, algorithm):
     assert a.metrics["loss"] == pytest.approx(b.metrics["loss"], abs=1e-5)
     for (n, p), (_, q) in zip(whole.policy.model.named_parameters(), micro.policy.model.named_parameters()):
         assert torch.allclose(p, q, atol=1e-5), n
+
+
+class BatchDomain(ArithmeticDomain):
+    """Grades through its optional batch methods; records how it was called."""
+
+    name = "batchy"
+
+    def __init__(self, broken=False):
+        super().__init__()
+        self.calls, self.broken = [], broken
+
+    def configure(self, options):
+        return self
+
+    def verify_batch(self, pairs):
+        self.calls.append(("verify", len(pairs)))
+        out = [self.verify(t, c) for t, c in pairs]
+        return out[:-1] if self.broken else out
+
+    def oracle_batch(self, pairs):
+        self.calls.append(("oracle", len(pairs)))
+        return [self.oracle(t, c) for t, c in pairs]
+
+
+def _batch_pm(domain):
+    class P:
+        @hookimpl
+        def evo_register_domains(self):
+            return [domain]
+
+    return _pm(P())
+
+
+def test_a_domain_with_batch_methods_grades_a_step_an_audit_and_an_evaluation_in_one_call(tiny_cfg):
+    dom = BatchDomain()
+    session, _ = build_session(tiny_cfg(task={"domain": "batchy", "options": {}}), _batch_pm(dom))
+    res = session.rl_step(HarnessState())
+    n = len(res.items)
+    assert dom.calls[0] == ("verify", n)  # every rollout of the step at once
+    audited = [it for it in res.items if it.strict is not None]
+    assert dom.calls[1:] == ([("oracle", len(audited))] if audited else [])  # the audit sample at once
+    for it in res.items:  # the verdicts are those verify gives one by one
+        assert it.verdict.reward == dom.verify(it.task, it.completion).reward
+    dom.calls.clear()
+    e = session.evaluate()
+    per = e.n * (session.eval_cfg.samples)
+    assert ("oracle", per) in dom.calls and ("verify", per) in dom.calls  # the sampled completions, in one call each
+
+
+def test_a_batch_method_that_answers_wrongly_stops_the_run(tiny_cfg):
+    from evo_core.trainer.evaluation import VerifierFailed
+
+    session, _ = build_session(tiny_cfg(task={"domain": "batchy", "options": {}}), _batch_pm(BatchDomain(broken=True)))
+    with pytest.raises(VerifierFailed, match="returned .* items for"):
+        session.rl_step(HarnessState())

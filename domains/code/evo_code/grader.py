@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import OrderedDict
 from typing import Any, Callable, Optional, Sequence
 
 import attrs
@@ -67,6 +68,9 @@ EARLY_EXITS = ("auto", "first_failure", "first_timeout", "never")
 _NOT_A_RESULT = (SKIPPED, NOT_RUN, BUDGET_EXHAUSTED)  # outcomes that say nothing about correctness
 _MAX_PER_WORKER = 16  # stdio: tests one worker runs in a chunk, at most
 _FIRST_CALL_CHUNK = 4  # call: tests in the first harness run (the visible ones fit in one)
+_MAX_BATCH_TESTS = 16  # grade_many: stdio problems with at most this many tests in scope go in the batch
+_RUN_CACHE_SIZE = 50_000  # grade_many: finished runs remembered by (program, stdin, limits)
+_RUN_CACHE_MAX_OUT = 4096  # ... when their output is at most this many characters
 
 
 def _positive_or_none(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -149,6 +153,10 @@ class CodeGrader:
         self.config = config
         self._limits_cache: dict[str, _Limits] = {}
         self._lock = threading.Lock()
+        # grade_many: results of finished runs (see _cacheable), by (program, stdin, limits)
+        self._runs: "OrderedDict[tuple[Any, ...], ExecResult]" = OrderedDict()
+        self._runs_lock = threading.Lock()
+        self.batch_stats = {"runs": 0, "cached": 0, "deduplicated": 0, "solutions": 0}
 
     @property
     def sandbox(self) -> Sandbox:
@@ -244,6 +252,132 @@ class CodeGrader:
             else:
                 tests = self._run_tests(problem, solution, indexed, tl, budget, rule)
         return self._verdict(problem, solution, tests, tl, tl_source, scope, budget, time.monotonic() - t0)
+
+    # -- many solutions at once -----------------------------------------------------------
+    def batchable(self, problem: CodeProblem, scope: str = "all") -> bool:
+        """Whether ``grade_many`` grades this problem in its batch: stdio, at most
+        ``_MAX_BATCH_TESTS`` tests in scope, all of which fit the problem's budget even if
+        every one runs to its time limit (so the batch needs no budget of its own)."""
+        if problem.kind != STDIO:
+            return False
+        n = len(self._scoped(problem, scope))
+        if not 0 < n <= _MAX_BATCH_TESTS:
+            return False
+        lim = self._calibrated(problem)
+        budget = self._budget_for(lim)
+        return budget is None or n * (lim.seconds + 0.5) <= budget
+
+    def _scoped(self, problem: CodeProblem, scope: str) -> list[tuple[int, TestCase]]:
+        if scope == "public":
+            return [(problem.tests.index(t), t) for t in problem.public_tests(self.config.public_k)]
+        return list(enumerate(problem.tests))
+
+    def grade_many(self, jobs: Sequence[tuple[CodeProblem, str]], scope: str = "all") -> list[Verdict]:
+        """Verdicts for many (problem, solution) pairs, as ``grade`` gives them, in a few
+        pool round trips instead of one or more per solution.
+
+        Every (solution, test) is still its own sandbox run: a fresh forked, confined child
+        that sees only its own program and stdin; outputs are compared here, in the
+        grading process. What is shared: identical (solution, stdin, limits) runs in one
+        call run once, and finished runs whose outcome cannot depend on load (exit status
+        and output, not a timeout, memory kill or sandbox failure; output under 4 KB) are
+        remembered, so a program graded again on the same input is not re-run (the
+        verifier's visible test is one of the oracle's tests). Each solution's first test
+        runs first; the rest run only when the exit rule lets grading go on, as ``grade``'s
+        early exit does. Problems ``batchable`` refuses are graded one by one with ``grade``.
+        """
+        if scope not in ("public", "all"):
+            raise ValueError(f"scope must be 'public' or 'all', got {scope!r}")
+        t0 = time.monotonic()
+        out: list[Optional[Verdict]] = [None] * len(jobs)
+        todo = []
+        for j, (problem, solution) in enumerate(jobs):
+            if self.batchable(problem, scope):
+                todo.append(j)
+            else:
+                out[j] = self.grade(problem, solution, scope)
+        if not todo:
+            return out  # type: ignore[return-value]
+        self.sandbox  # noqa: B018 - start the pool
+        rule = self.config.exit_rule()
+        compiled: dict[str, Optional[str]] = {}
+        tests: dict[int, list[TestOutcome]] = {}
+        first: list[tuple[int, int, TestCase]] = []
+        for j in todo:
+            problem, solution = jobs[j]
+            if solution not in compiled:
+                compiled[solution] = _compile_error(solution)
+            indexed = self._scoped(problem, scope)
+            msg = compiled[solution]
+            if msg:
+                tests[j] = [TestOutcome(index=i, outcome=COMPILE_ERROR, public=t.public, detail=msg) for i, t in indexed]
+            else:
+                tests[j] = []
+                first.append((j, *indexed[0]))
+        for j, got in self._run_batch(jobs, first).items():
+            tests[j] += got
+        rest: list[tuple[int, int, TestCase]] = []
+        for j, _i, _t in first:
+            indexed = self._scoped(jobs[j][0], scope)[1:]
+            trigger = _exit_trigger(tests[j], rule)
+            if trigger is not None:
+                tests[j] += [TestOutcome(index=i, outcome=SKIPPED, public=t.public, ran=False,
+                                         detail=f"not run: early exit after test {trigger.index} ({trigger.outcome})")
+                             for i, t in indexed]
+            elif tests[j][0].outcome == INFRA_ERROR:
+                tests[j] += [TestOutcome(index=i, outcome=NOT_RUN, public=t.public, ran=False) for i, t in indexed]
+            else:
+                rest += [(j, i, t) for i, t in indexed]
+        for j, got in self._run_batch(jobs, rest).items():
+            tests[j] += got
+        elapsed = time.monotonic() - t0
+        for j in todo:
+            problem, solution = jobs[j]
+            lim = self._calibrated(problem)
+            budget = GradingBudget(self._budget_for(lim), started=t0)
+            out[j] = self._verdict(problem, solution, sorted(tests[j], key=lambda t: t.index), lim.seconds, lim.source,
+                                   scope, budget, elapsed)
+        with self._runs_lock:
+            self.batch_stats["solutions"] += len(todo)
+        return out  # type: ignore[return-value]
+
+    def _run_batch(self, jobs: Sequence[tuple[CodeProblem, str]],
+                   wanted: Sequence[tuple[int, int, TestCase]]) -> dict[int, list[TestOutcome]]:
+        """Run (job, test index, test) triples: remembered results first, then one
+        ``run_many`` over the distinct runs left. Outcomes are classified per test here."""
+        keyed = []
+        for j, i, t in wanted:
+            problem, solution = jobs[j]
+            tl = self._calibrated(problem).seconds
+            lim = self.limits(tl + 0.5)
+            keyed.append((j, i, t, tl, (solution, str(t.input), lim)))
+        results: dict[tuple[Any, ...], ExecResult] = {}
+        with self._runs_lock:
+            for *_, key in keyed:
+                hit = self._runs.get(key)
+                if hit is not None:
+                    self._runs.move_to_end(key)
+                    results[key] = hit
+            self.batch_stats["cached"] += sum(1 for *_, key in keyed if key in results)
+        missing = list(dict.fromkeys(key for *_, key in keyed if key not in results))
+        if missing:
+            ran = self.sandbox.run_many([RunRequest(code=code, stdin=stdin, limits=lim) for code, stdin, lim in missing])
+            with self._runs_lock:
+                self.batch_stats["runs"] += len(missing)
+                self.batch_stats["deduplicated"] += sum(1 for *_, key in keyed if key not in results) - len(missing)
+                for key, r in zip(missing, ran):
+                    results[key] = r
+                    if _cacheable(r, key[2]):
+                        self._runs[key] = attrs.evolve(r, stderr=r.stderr[-300:], isolation={})
+                        self._runs.move_to_end(key)
+                while len(self._runs) > _RUN_CACHE_SIZE:
+                    self._runs.popitem(last=False)
+        out: dict[int, list[TestOutcome]] = {}
+        for j, i, t, tl, key in keyed:
+            r = results[key]
+            oc, detail = _classify_stdio(r, t, tl, self.config.float_tol)
+            out.setdefault(j, []).append(TestOutcome(index=i, outcome=oc, runtime=r.wall_time, public=t.public, detail=detail))
+        return out
 
     def _verdict(self, problem, solution, tests, tl, tl_source, scope, budget: GradingBudget, elapsed) -> Verdict:
         counts = {o: 0 for o in OUTCOMES}
@@ -398,6 +532,13 @@ def _classify_stdio(r: ExecResult, t: TestCase, tl: float, tol: Optional[float])
     if stdout_matches(r.stdout, str(t.output), tol):
         return PASS, ""
     return WRONG_ANSWER, f"got {short(r.stdout)}, expected {short(t.output)}"
+
+
+def _cacheable(r: ExecResult, lim: Limits) -> bool:
+    """A finished run whose outcome does not depend on how loaded the machine was."""
+    return (r.infra_error is None and not r.timed_out and not r.oom and r.signal is None
+            and not r.stdout_truncated and len(r.stdout) <= _RUN_CACHE_MAX_OUT
+            and r.wall_time < 0.5 * lim.wall_seconds)
 
 
 def _compile_error(solution: str) -> Optional[str]:
