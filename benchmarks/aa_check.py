@@ -61,6 +61,9 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     import torch
 
+    from evo_core.trainer.logs import configure_logging
+
+    configure_logging("WARNING")  # structlog to stderr: stdout is the JSON
     from evo_core.api import BacktestContext, Proposal
     from evo_core.config import load_config
     from evo_core.harness.config import HarnessConfig

@@ -187,6 +187,19 @@ def read_cell(d: Path, cell: dict[str, Any]) -> Optional[dict[str, Any]]:
     return s
 
 
+def included_rows(paths: list[str], have: set[str], flaws: list[str], seeds: list[int], *, mode: str) -> list[dict[str, Any]]:
+    """Run rows of earlier reports (their ``runs``), for the selected flaws and seeds, that no store
+    here holds: a report keeps what was read from the logs of cells whose stores are gone."""
+    out: list[dict[str, Any]] = []
+    for path in paths:
+        for r in json.loads(Path(path).read_text())["runs"]:
+            if (r["cell"] not in have and r["flaw"] in flaws and r["seed"] in seeds and r.get("mode", "cold") == mode
+                    and not r.get("derived_from")):
+                out.append({**r, "source": r.get("source") or str(path)})
+                have.add(r["cell"])
+    return out
+
+
 def t_ci(xs: list[Optional[float]]) -> dict[str, Any]:
     from evo_core.harness.stats import t_interval
 
@@ -384,6 +397,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--markdown", default=None, help="write the markdown tables here")
     ap.add_argument("--update-readme", action="store_true", help="rewrite the README's suite table")
     ap.add_argument("--suite-file", default=str(SUITE))
+    ap.add_argument("--include", nargs="*", default=[], metavar="JSON",
+                    help="also aggregate the runs of earlier reports (--out files) for cells the stores lack; "
+                         "each such row names its source")
     args = ap.parse_args(argv)
     if not (args.suite or args.smoke):
         ap.error("give --suite or --smoke")
@@ -406,6 +422,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     t0 = time.perf_counter()
     ran = [] if args.read_only else run_matrix(d, all_cells, all_cells, args.jobs, args.timeout, log)
     rows = [r for c in all_cells for r in [read_cell(d, c)] if r is not None]
+    rows += included_rows(args.include, {r["cell"] for r in rows}, flaws, seeds, mode=args.mode)
     result = {
         "command": "python benchmarks/evolution.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "suite": str(Path(args.suite_file).relative_to(ROOT)) if Path(args.suite_file).is_relative_to(ROOT) else args.suite_file,

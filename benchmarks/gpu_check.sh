@@ -6,10 +6,12 @@
 #      one (config.json), else of a Qwen2-0.5B-shaped model built from its config:
 #      tokens/s, step time, peak memory;
 #   2. rl: `evo run configs/recipes/math.toml` as one rank per GPU under torchrun (rank 0 logs,
-#      the others follow; gradients summed over the GPUs with nccl, docs/scale.md), against an
-#      `evo serve` rollout server on the last GPU (and `vllm serve` rollouts timed too with
-#      --vllm), 3 RL steps with a weight sync after every update, the same model as phase 1
-#      (benchmarks/gpu_rl_check.py): per-step rollout/update tokens/s as the run logged them.
+#      the others follow, docs/scale.md), trained through DeepSpeed ZeRO-2 (`[distributed]
+#      engine = "deepspeed"`, nccl; --rl-zero-stage 0 for the DDP-like engine, 1-3 for another
+#      stage), against an `evo serve` rollout server on the last GPU (and `vllm serve` rollouts
+#      timed too with --vllm), 3 RL steps with a weight sync after every update, the same model
+#      as phase 1 (benchmarks/gpu_rl_check.py): per-step rollout/update tokens/s as the run
+#      logged them.
 # Not run yet: no GPU machine was available when it was written (docs/scale.md).
 # Prints one JSON object; with $OUT set it also writes it to $OUT/gpu_check.json (and each
 # phase's log to $OUT/).
@@ -19,6 +21,7 @@
 #   bash benchmarks/gpu_check.sh --vllm          # also time rollouts on vLLM
 #   bash benchmarks/gpu_check.sh --cpu           # toy sizes on the CPU (DeepSpeed's CPU accelerator, gloo)
 #   bash benchmarks/gpu_check.sh --zero-stage 3  # other flags go to the training phase (gpu_check.py)
+#   bash benchmarks/gpu_check.sh --rl-zero-stage 3   # the RL phase under ZeRO-3 (0: engine = "ddp")
 #
 # Needs: the venv from scripts/setup.sh (the deepspeed extra included). On a GPU box, install
 # a CUDA build of torch first if the venv holds the CPU build (any torch the pyproject range
@@ -29,11 +32,12 @@ PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
 "$PY" -c "import deepspeed" >/dev/null 2>&1 || { echo "error: deepspeed is not installed: pip install -e '.[deepspeed]'" >&2; exit 2; }
 
-cpu=0 vllm=0 extra=() model_dir=""
+cpu=0 vllm=0 extra=() model_dir="" rl_zero=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) cpu=1 ;;
     --vllm) vllm=1 ;;
+    --rl-zero-stage) rl_zero=${2:-2}; shift ;;
     --model-dir) model_dir=${2:-}; shift ;;
     *) extra+=("$1") ;;  # the training phase's own flags (benchmarks/gpu_check.py --help)
   esac
@@ -73,7 +77,7 @@ else
   [ -n "$gpus" ] || gpus='[]'
 fi
 [ "$vllm" = 1 ] && rl_args+=(--vllm)
-rl_args+=(--ranks "$ranks")
+rl_args+=(--ranks "$ranks" --zero-stage "$rl_zero")
 if [ -n "$model_dir" ]; then train_args+=(--model-dir "$model_dir"); rl_args+=(--model-dir "$model_dir"); fi
 
 # phase 1: DeepSpeed ZeRO-2 training steps on every GPU

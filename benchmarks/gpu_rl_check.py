@@ -7,7 +7,9 @@
 3. Run the math recipe (configs/recipes/math.toml, as shipped plus ``--set`` swaps: this
    model, synthetic BigMath/AIME-format files, GPU-sized batches) for a few RL steps against
    the ``evo serve`` server (checkpoint weight sync after every update), and report the
-   per-step figures the run logged.
+   per-step figures the run logged. ``--ranks N`` trains as N ranks under torchrun;
+   ``--zero-stage K`` trains through DeepSpeed ZeRO stage K (``[distributed] engine =
+   "deepspeed"``, bf16 with a bf16 policy), under torchrun even for one rank.
 
     python benchmarks/gpu_rl_check.py --work /tmp/w --device cuda:0 --server-device cuda:0
     python benchmarks/gpu_rl_check.py --work /tmp/w --toy --device cpu --server-device cpu
@@ -132,9 +134,13 @@ def rl_run(work: Path, model: Path, train: Path, held: Path, url: str, args: arg
             "rl.micro_batch_size": str(args.micro_batch), "eval.samples": "1",
             "harness.backtest.k_steps": "2",  # an online A/B trains control and treatment this many steps each
             "rollout": rollout}
+    if args.zero_stage:  # DeepSpeed ZeRO over the ranks (the recipe's ZeRO keys, stage and device swapped)
+        sets.update({"distributed.engine": q("deepspeed"), "distributed.zero_stage": str(args.zero_stage),
+                     "distributed.accelerator": q("cuda" if args.device.startswith("cuda") else "cpu"),
+                     "distributed.precision": q("bf16" if args.dtype == "bfloat16" else "fp32")})
     url_store = f"sqlite:///{work}/evo.sqlite"
     launch = [sys.executable, "-c", _EVO]
-    if args.ranks > 1:  # one process per GPU; rank 0 logs, the others follow (docs/scale.md)
+    if args.ranks > 1 or args.zero_stage:  # one process per GPU; rank 0 logs, the others follow (docs/scale.md)
         launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.ranks}",
                   "-m", "evo_core.cli.app"]
         sets["run.device"] = q("cuda" if args.device.startswith("cuda") else args.device)  # each rank: its LOCAL_RANK GPU
@@ -161,7 +167,8 @@ def rl_run(work: Path, model: Path, train: Path, held: Path, url: str, args: arg
     syncs = sum(isinstance(e, PolicyUpdated) and e.target == "policy" for e in events)
     return {"status": row["status"], "steps": steps, "weight_syncs": syncs, "wall_s": round(wall, 1), "log_verifies": ok,
             "prompts_per_step": args.prompts, "group_size": args.group, "max_new_tokens": args.max_new_tokens,
-            "algorithm": "dapo (math recipe)", "ranks": args.ranks}
+            "algorithm": "dapo (math recipe)", "ranks": args.ranks,
+            "engine": f"deepspeed zero-{args.zero_stage}" if args.zero_stage else "ddp"}
 
 
 def main() -> None:
@@ -179,6 +186,8 @@ def main() -> None:
     ap.add_argument("--micro-batch", type=int, default=None)
     ap.add_argument("--ranks", type=int, default=1,
                     help="train as this many ranks under torchrun (DDP over the GPUs; one evo serve for rollouts)")
+    ap.add_argument("--zero-stage", type=int, default=0, choices=(0, 1, 2, 3),
+                    help="train through DeepSpeed ZeRO at this stage (0: engine = ddp, gradients summed over ranks)")
     ap.add_argument("--model-dir", default="", help="a local HF model (>= 0.5B) to use instead of building one")
     args = ap.parse_args()
     toy = args.toy

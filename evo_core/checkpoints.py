@@ -3,7 +3,14 @@
 Each is written to a temp file and renamed, so a kill never leaves a half-written
 checkpoint under its final name; its absolute path and sha256 go into that step's
 ``StepCompleted``, so ``--resume`` finds and checks it from any working directory. A
-completed run's checkpoint folder is removed (its weights live in the blob store)."""
+completed run's checkpoint folder is removed (its weights live in the blob store).
+
+Under DeepSpeed ZeRO the optimizer state is sharded over the ranks and stays so on disk:
+every rank writes its own shard, ``<dir>/<run_id>/step-000042.zero/rank-00001-of-00002.pt``,
+and rank 0's ``step-000042.pt`` (the full weights, RNGs, data position) names every shard
+file with its sha256, so the one digest in the log covers them all. A resume loads each
+shard on its own rank. That needs ``run.checkpoint_dir`` on a filesystem every rank sees (the
+same disk on one node; a shared one across nodes)."""
 
 from __future__ import annotations
 
@@ -77,6 +84,7 @@ class Checkpoints:
                     os.remove(self.path(s))
                 except FileNotFoundError:
                     pass
+                shutil.rmtree(shard_dir(self.dir, s), ignore_errors=True)
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -85,3 +93,42 @@ class Checkpoints:
             os.rmdir(parent)  # only if no other run's checkpoints are there
         except OSError:
             pass
+
+
+def shard_dir(ckpt_dir: str, step: int) -> str:
+    return os.path.join(ckpt_dir, f"step-{step:06d}.zero")
+
+
+def shard_path(ckpt_dir: str, step: int, rank: int, world_size: int) -> str:
+    """Where rank ``rank`` writes its ZeRO optimizer shard of step ``step``'s resume checkpoint."""
+    return os.path.join(shard_dir(ckpt_dir, step), f"rank-{rank:05d}-of-{world_size:05d}.pt")
+
+
+def save_shard(path: str, state: Any) -> str:
+    """One rank's optimizer shard, written atomically (temp file, rename); returns its sha256."""
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    data = buf.getvalue()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + f".tmp-{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+    return hashlib.sha256(data).hexdigest()
+
+
+def load_shard(path: str, sha256: str) -> Any:
+    """A shard a resume checkpoint names, its digest checked."""
+    import torch
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        raise CheckpointError(f"no optimizer shard at {path}: a ZeRO run resumes only where every rank can read "
+                              "the shards its checkpoint names (run.checkpoint_dir on a shared filesystem)") from None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise CheckpointError(f"optimizer shard {path} does not match the digest its resume checkpoint recorded")
+    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)

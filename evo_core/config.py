@@ -135,6 +135,8 @@ class RLSection:
     overlong: str = "none"  # none | filter (mask truncated) | soft (DAPO soft penalty)
     overlong_buffer: int = 2  # tokens before the limit where the soft penalty ramps in
     overlong_penalty: float = 1.0
+    rollout: str = "single"  # single (one sampled completion) | episode (the domain's run_episode, multi-turn)
+    episode_max_turns: int = 0  # episode: at most this many policy replies; 0: the domain's own budget
 
 
 @attrs.frozen(kw_only=True)
@@ -197,6 +199,7 @@ _ALLOWED = {
     ("rl", "algorithm"): ("grpo", "dr_grpo", "dapo"),
     ("rl", "lr_schedule"): ("constant", "cosine"),
     ("rl", "overlong"): ("none", "filter", "soft"),
+    ("rl", "rollout"): ("single", "episode"),
     ("rl", "loss_agg"): ("", "seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"),
     ("policy", "kind"): ("tiny", "hf"),
     ("policy", "tiny", "arch"): ("llama", "qwen2"),
@@ -352,6 +355,11 @@ def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     return attrs.evolve(cfg, harness=_validate_harness(harness))
 
 
+def is_suite_definition(data: Mapping[str, Any]) -> bool:
+    """A flaw-suite file (``[defaults]`` plus ``[flaws."domain/flaw"]`` tables) rather than a run config."""
+    return isinstance(data.get("flaws"), dict) and "run" not in data and "task" not in data
+
+
 def load_config(path: str, overrides: Optional[list[str]] = None, *, plugins: Any = None,
                 check: bool = True) -> RunConfig:
     """Read, override and validate a config file. ``check``: also the ``[rollout]`` and
@@ -364,6 +372,9 @@ def load_config(path: str, overrides: Optional[list[str]] = None, *, plugins: An
         raise ConfigError(f"config file {path!r} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path!r} is not valid TOML: {exc}") from None
+    if is_suite_definition(data):
+        raise ConfigError(f"{path!r} defines a flaw suite, not a run: run it with "
+                          f"'python benchmarks/evolution.py --suite --suite-file {path}'")
     cfg = config_from_dict(apply_overrides(data, list(overrides or [])))
     if check:
         from evo_core.config_checks import check_config

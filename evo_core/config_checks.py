@@ -65,6 +65,23 @@ def _check_names(where: str, what: str, named: Iterable[str], known: set[str]) -
                               f"(installed: {_known(known)})")
 
 
+def check_episodes(cfg: Any, plugins: Any) -> None:
+    """``rl.rollout = "episode"`` needs a domain with ``run_episode`` (``evo_core.api.EpisodeDomain``).
+    A domain that is not installed is left to the run's own error."""
+    if getattr(cfg.rl, "rollout", "single") != "episode":
+        return
+    if cfg.rl.episode_max_turns < 0:
+        raise ConfigError(f"config key 'rl.episode_max_turns' must be >= 0, got {cfg.rl.episode_max_turns}")
+    from evo_core.api import supports_episodes
+
+    domains = plugins.domains()
+    domain = domains.get(cfg.task.domain)
+    if domain is not None and not supports_episodes(domain):
+        able = sorted(n for n, d in domains.items() if supports_episodes(d))
+        raise ConfigError(f"config key 'rl.rollout' is 'episode', but domain {cfg.task.domain!r} has no run_episode "
+                          f"(domains with episodes: {_known(able)})")
+
+
 def check_config(cfg: Any, plugins: Optional[Any] = None) -> None:
     """All of the above; ``plugins`` defaults to the process-wide plugin manager."""
     check_rollout(cfg.rollout, cfg.policy.path)
@@ -73,3 +90,4 @@ def check_config(cfg: Any, plugins: Optional[Any] = None) -> None:
 
         plugins = get_plugin_manager()
     check_plugin_names(cfg, plugins)
+    check_episodes(cfg, plugins)

@@ -44,7 +44,10 @@ def evo_register_event_types() -> Sequence[type["Event"]]:
 @hookspec
 def evo_register_domains() -> Sequence["Domain"]:
     """Return task domains (see ``evo_core.api.Domain``): task loading, the episode, a
-    training verifier and a strict oracle."""
+    training verifier and a strict oracle. Optional methods a domain may add:
+    ``configure(options)`` (the run's ``[task] options``), ``sft_target(task, rng, **options)`` (the SFT warm
+    start's reference answer) and ``run_episode(task, policy, *, max_turns=None)``
+    (``evo_core.api.EpisodeDomain``: multi-turn episodes, used under ``[rl] rollout = "episode"``)."""
 
 
 @hookspec

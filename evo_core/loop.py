@@ -20,6 +20,7 @@ the test split too.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -40,6 +41,7 @@ from evo_core.plugins import PluginFailure, PluginManager
 from evo_core.run_setup import RunError, build_session
 from evo_core.state import HarnessState, apply, fold
 from evo_core.store import run_stream, seal_run_finished
+from evo_core.trainer.ranks import RankLost
 from evo_core.trainer.evaluation import VerifierFailed
 from evo_core.trainer.port import SNAPSHOT_MEDIA, SessionPort
 from evo_core.trainer.step_events import TRAINER, rollout_events, trajectory_payload
@@ -166,6 +168,7 @@ class RunLoop:
         self.session, self.sft_info = self.session_factory(self.cfg, self.plugins, on_sft_step=self._sft_progress())
         self.session.id_salt = self.run_id
         self.ckpt = Checkpoints(self.cfg.run.checkpoint_dir, self.run_id)
+        self.session.checkpoint_dir = self.ckpt.dir  # where a sharded (ZeRO) optimizer writes its shards
         cfg_dict = self.cfg.to_dict()
         first: list[Event] = [RunStarted(run_id=self.run_id, config=cfg_dict, config_hash=config_hash(cfg_dict),
                                          seed=self.cfg.run.seed, harness_mode=self.mode, code_version=code_version(),
@@ -214,6 +217,7 @@ class RunLoop:
         self.session.id_salt = self.run_id
         recorded = steps[-1].resume_checkpoint if steps else None
         self.ckpt = Checkpoints.continuing(recorded, self.cfg.run.checkpoint_dir, run_id)
+        self.session.checkpoint_dir = self.ckpt.dir
         try:
             self.session.load_resume_state(Checkpoints.load(committed, recorded, self.ckpt.path(committed)))
         except CheckpointError as exc:
@@ -369,6 +373,19 @@ class RunLoop:
             self._finish(RunFinished(run_id=self.run_id, status="failed", step=self.session.step, message=message,
                                      emitted_by=TRAINER), preceding=[fail])
             raise RunError(f"run {self.run_id} stopped: {message}") from None
+        except RankLost as exc:
+            # a peer rank died (or went silent past [distributed] timeout_s): this rank alone holds
+            # the store, so it seals what was committed as stopped; the step in flight was not
+            # committed and --resume recomputes it. The launcher's SIGTERM, which follows a dead
+            # rank, must not cut the seal short.
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            self._join_writes()
+            self._finish(RunFinished(run_id=self.run_id, status="stopped", step=self.state.step, message=str(exc),
+                                     emitted_by=TRAINER))
+            log.error("run stopped: a rank is gone", run_id=self.run_id, step=self.state.step, error=str(exc),
+                      resume=f"evo run CONFIG --resume {self.run_id} (same launcher and ranks)")
+            raise RunError(f"run {self.run_id} stopped at step {self.state.step}: {exc}") from None
         except KeyboardInterrupt as exc:
             why = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
             self._join_writes()

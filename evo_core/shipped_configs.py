@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from evo_core.config import ConfigError
+from evo_core.config import ConfigError, is_suite_definition, tomllib
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -29,8 +29,17 @@ def configs_root() -> Path:
 
 
 def shipped_names() -> list[str]:
+    """Run configs only: the flaw-suite definition ships too but is read by the benchmark."""
     root = configs_root()
-    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.toml"))
+    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.toml") if _is_run_config(p))
+
+
+def _is_run_config(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return not is_suite_definition(tomllib.load(fh))
+    except (OSError, tomllib.TOMLDecodeError):
+        return True  # listed, so that loading it reports what is wrong
 
 
 def shipped_path(name: str) -> Optional[Path]:
@@ -38,7 +47,7 @@ def shipped_path(name: str) -> Optional[Path]:
     if not name or name.startswith("/") or ".." in name.split("/"):
         return None
     path = configs_root() / f"{name}.toml"
-    return path if path.is_file() else None
+    return path if path.is_file() and _is_run_config(path) else None
 
 
 def describe(name: str) -> str:

@@ -5,7 +5,17 @@ the session or the engine. Everything here is plain data (attrs), a Protocol, or
 function over them.
 """
 
-from evo_core.api.domain import Completion, Domain, Task, TaskSource, Verdict
+from evo_core.api.domain import (
+    Completion,
+    Domain,
+    EpisodeAgent,
+    EpisodeDomain,
+    EpisodeOutcome,
+    Task,
+    TaskSource,
+    Verdict,
+    supports_episodes,
+)
 from evo_core.api.evidence import Diagnostic, Finding, Window, is_validation, strict_metric
 from evo_core.api.harness import (
     INTERVENTION_KINDS,
@@ -26,7 +36,8 @@ from evo_core.api.interventions import EFFECTS, Intervention, RolloutView, apply
 from evo_core.api.trainer import RolloutBatch, RolloutItem, Sink
 
 __all__ = [
-    "Completion", "Domain", "Task", "TaskSource", "Verdict",
+    "Completion", "Domain", "EpisodeAgent", "EpisodeDomain", "EpisodeOutcome", "Task", "TaskSource", "Verdict",
+    "supports_episodes",
     "Diagnostic", "Finding", "Window", "is_validation", "strict_metric",
     "INTERVENTION_KINDS", "BacktestContext", "Backtester", "BacktestOutcome", "Candidate", "Gate", "GateContext",
     "GateDecision", "Proposal", "ProposalContext", "ProposalRejection", "Proposer", "fingerprint",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, runtime_checkable
 
 import attrs
 
@@ -81,3 +81,40 @@ class Domain(Protocol):
     # ``verify`` / ``oracle`` would give one by one. The trainer uses them, when a domain has
     # them, to grade a step's rollouts, an audit sample and an evaluation in one call (a
     # domain that runs code can then keep its sandbox busy).
+
+
+# --- optional capability: multi-turn episodes -------------------------------------------------
+
+#: The agent a domain's ``run_episode`` drives: it takes the conversation so far (a list of
+#: ``{"role": ..., "content": ...}`` dicts: system, user, assistant, the environment's turns as
+#: "user") and returns ``(reply text, tokens generated)``. The domain must append the reply to
+#: the conversation verbatim as an ``assistant`` message before the next call.
+EpisodeAgent = Callable[[Sequence[Mapping[str, str]]], "tuple[str, int]"]
+
+
+@runtime_checkable
+class EpisodeOutcome(Protocol):
+    """What ``run_episode`` returns: the final completion (with its ``turns``, what ``verify``
+    and ``oracle`` grade) and the episode's own summary (``stats``: numbers, flags, short
+    lists) that the trainer adds to the rollout's signals where the verdict does not set them."""
+
+    completion: Completion
+    stats: Mapping[str, Any]
+
+
+@runtime_checkable
+class EpisodeDomain(Protocol):
+    """Optional domain capability: rollouts as multi-turn tool episodes (``[rl] rollout =
+    "episode"``). Without it a domain is graded on one sampled completion per rollout."""
+
+    def run_episode(self, task: Task, policy: EpisodeAgent, *,
+                    max_turns: Optional[int] = None) -> Union[EpisodeOutcome, Completion]:
+        """Run one episode of ``task`` with ``policy`` as the agent, until the agent is done or
+        the domain's budget (at most ``max_turns`` agent replies when given) runs out. Returns
+        an :class:`EpisodeOutcome` (or just the final ``Completion``, with its ``turns``)."""
+        ...
+
+
+def supports_episodes(domain: Any) -> bool:
+    """Whether ``domain`` implements the optional :class:`EpisodeDomain` capability."""
+    return callable(getattr(domain, "run_episode", None))

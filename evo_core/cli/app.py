@@ -98,7 +98,9 @@ def _register_all() -> None:
 
 def fail(message: str, code: int = 2) -> "typer.Exit":
     """Print one clear error line and return the Exit to raise."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -78,9 +78,16 @@ def register(app: typer.Typer) -> None:
             if not comm.leader:  # followers never open the store, print nothing, evaluate nothing
                 raise typer.Exit(launch.run_follower(comm, cfg))
             leading = launch.leading(comm)
+        elif (cfg.distributed or {}).get("engine") == "deepspeed":
+            import structlog
+
+            structlog.get_logger("evo.ranks").warning(
+                'distributed: engine = "deepspeed" applies when a launcher starts the ranks (torchrun, deepspeed; '
+                "--nproc_per_node 1 for one GPU); this plain run trains in one process without ZeRO")
         progress = _display(cfg.run.progress and not no_progress, log_every or cfg.run.log_every)
         from evo_core.run_setup import build_session
         from evo_core.store import StoreError
+        from evo_core.trainer.ranks import RankLost
 
         with leading as leader:
             factory = leader.factory(build_session) if leader is not None else build_session
@@ -95,6 +102,8 @@ def register(app: typer.Typer) -> None:
                     outcomes = run_all(cfg, st, harness=harness, progress=progress, session_factory=factory)
             except (RunError, ConfigError, StoreError) as exc:
                 raise fail(str(exc))
+            except RankLost as exc:  # before the run loop (a start or a resume): nothing was sealed
+                raise fail(str(exc), code=1)
             finally:
                 st.close()
         rows = [{"run_id": o.run_id, "status": o.status, "steps": o.steps, **o.summary} for o in outcomes]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import random
-from typing import Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import attrs
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @attrs.frozen
@@ -41,17 +43,10 @@ def paired_bootstrap(
         return None
     diffs = [float(treatment[i]) - float(control[i]) for i in items]
     n = len(diffs)
-    rng = random.Random(seed)
-    means = []
-    for _ in range(n_boot):
-        s = 0.0
-        for _ in range(n):
-            s += diffs[rng.randrange(n)]
-        means.append(s / n)
-    means.sort()
+    means = _bootstrap_means(diffs, n_boot, seed)
     alpha = (1.0 - confidence) / 2.0
-    lo = means[max(0, int(alpha * n_boot))]
-    hi = means[min(n_boot - 1, int((1.0 - alpha) * n_boot) - 1)]
+    lo = float(means[max(0, int(alpha * n_boot))])
+    hi = float(means[min(n_boot - 1, int((1.0 - alpha) * n_boot) - 1)])
     worse = sum(1 for d in diffs if d < -worse_margin)
     better = sum(1 for d in diffs if d > worse_margin)
     return PairedBootstrap(
@@ -59,6 +54,20 @@ def paired_bootstrap(
         control_mean=sum(float(control[i]) for i in items) / n,
         treatment_mean=sum(float(treatment[i]) for i in items) / n, items=tuple(items),
     )
+
+
+def _bootstrap_means(diffs: Sequence[float], n_boot: int, seed: int) -> "np.ndarray":
+    """Sorted means of ``n_boot`` resamples (with replacement) of ``diffs``.
+
+    Item differences take few distinct values (scores are 0/1 or small averages), so a resample
+    is drawn as multinomial counts over the distinct values: the same distribution as drawing
+    items one by one, at a cost that does not grow with the number of items."""
+    import numpy as np
+
+    values, counts = np.unique(np.asarray(diffs, dtype=float), return_counts=True)
+    n = len(diffs)
+    draws = np.random.default_rng(int(seed) & (2**64 - 1)).multinomial(n, counts / n, size=n_boot)
+    return np.sort(draws @ values / n)
 
 
 def slope(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:

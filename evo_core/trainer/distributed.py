@@ -39,6 +39,7 @@ __all__ = [
     "init_distributed",
     "launch_local",
     "make_optimizer",
+    "prepare_deepspeed",
     "select_accelerator",
     "wrap_model",
 ]
@@ -94,6 +95,9 @@ class DeepSpeedSettings:
     offload_params: bool = attrs.field(default=False)  # ZeRO-3 only: parameters in CPU RAM
     accelerator: str = attrs.field(default="auto", validator=_choice(_ACCELERATORS))
     gradient_checkpointing: bool = False
+    # ZeRO-3: parameters with fewer elements than this stay whole on every rank (DeepSpeed's
+    # stage3_param_persistence_threshold); 0 partitions every parameter
+    persistence_threshold: int = attrs.field(default=100_000, validator=_int_range(0))
 
     @betas.validator
     def _check_betas(self, attr: attrs.Attribute, value: tuple[float, ...]) -> None:
@@ -128,7 +132,7 @@ def build_ds_config(settings: DeepSpeedSettings, world_size: int) -> dict[str, A
         # make tiny models allocate huge flat buffers.
         zero.update(reduce_bucket_size=int(5e7), allgather_bucket_size=int(5e7))
     if settings.zero_stage == 3:
-        zero.update(stage3_prefetch_bucket_size=int(5e7), stage3_param_persistence_threshold=int(1e5),
+        zero.update(stage3_prefetch_bucket_size=int(5e7), stage3_param_persistence_threshold=settings.persistence_threshold,
                     stage3_gather_16bit_weights_on_model_save=True)
     if settings.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": False}
@@ -184,6 +188,18 @@ def import_deepspeed(accelerator: str = "auto") -> Any:
             f"(import failed: {exc})"
         ) from exc
     return deepspeed
+
+
+def prepare_deepspeed(accelerator: str = "auto") -> Any:
+    """Import DeepSpeed for a process that joins its process group itself (``evo run``): the
+    accelerator chosen first, and on the CPU the shared-memory op build skipped (see
+    :func:`_skip_cpu_shm_op`). Raises ``DeepSpeedMissing`` without the extra."""
+    ds = import_deepspeed(accelerator)
+    from deepspeed.accelerator import get_accelerator
+
+    if get_accelerator().device_name() == "cpu" and os.environ.get("EVO_DS_CPU_SHM") != "1":
+        _skip_cpu_shm_op()
+    return ds
 
 
 def init_distributed(accelerator: str = "auto", *, timeout_s: float = 300.0) -> tuple[int, int]:

@@ -58,12 +58,15 @@ def _mean(xs: Sequence[float]) -> Optional[float]:
 
 
 def score_groups(domain: Any, tasks: Sequence[Task], groups: Sequence[Sequence[Sample]],
-                 strict: bool = True) -> tuple[dict[str, Optional[float]], dict[str, float]]:
-    """(metrics, per-item score) of sampled completions, graded by oracle and verifier."""
+                 strict: bool = True, completions: Optional[Sequence[Sequence[Completion]]] = None
+                 ) -> tuple[dict[str, Optional[float]], dict[str, float]]:
+    """(metrics, per-item score) of sampled completions, graded by oracle and verifier
+    (episodes bring their final completions; lengths count the generated tokens)."""
     s_all, v_all, paid, hacked, lens = [], [], [], [], []
     per_item: dict[str, float] = {}
-    pairs = [(t, Completion(text=smp.text, truncated=smp.truncated, n_tokens=len(smp.token_ids)))
-             for t, group in zip(tasks, groups) for smp in group]
+    pairs = [(t, Completion(text=smp.text, truncated=smp.truncated, n_tokens=len(smp.token_ids))
+              if completions is None else completions[gi][j])
+             for gi, (t, group) in enumerate(zip(tasks, groups)) for j, smp in enumerate(group)]
     oracle = iter(grade_many(domain.oracle, batch_method(domain, "oracle"), domain, pairs))
     verify = iter(grade_many(domain.verify, batch_method(domain, "verify"), domain, pairs))
     for t, group in zip(tasks, groups):
@@ -76,7 +79,7 @@ def score_groups(domain: Any, tasks: Sequence[Task], groups: Sequence[Sequence[S
             v_item.append(reward)
             paid.append(1.0 if reward > 0 else 0.0)
             hacked.append(1.0 if reward > 0 and not ok else 0.0)
-            lens.append(float(len(smp.token_ids)))
+            lens.append(float(smp.n_generated))
         s_all += s_item
         v_all += v_item
         per_item[t.task_id] = sum(s_item if strict else v_item) / len(group)
@@ -98,15 +101,28 @@ def evaluate_policy(policy: Any, domain: Any, tasks: Sequence[Task], eval_cfg: A
     prompts = [t.prompt for t in tasks]
     metrics: dict[str, Optional[float]] = {}
     item_scores: dict[str, float] = {}
+    episodes = getattr(rl, "rollout", "single") == "episode"
+
+    def sample(params: SamplingParams, generator: Any = None) -> tuple[Any, Any]:
+        if not episodes:
+            return policy.sample(prompts, params, generator=generator), None
+        from evo_core.trainer.engine import InProcessEngine
+        from evo_core.trainer.episodes import run_episode_groups
+
+        groups, comps, _ = run_episode_groups(InProcessEngine(policy), domain, tasks, params,
+                                              encode=policy.tokenizer.encode, generator=generator,
+                                              max_turns=int(getattr(rl, "episode_max_turns", 0) or 0))
+        return groups, comps
+
     if eval_cfg.samples > 0:
         gen = torch.Generator(device="cpu").manual_seed(seed)
-        groups = policy.sample(prompts, SamplingParams(n=eval_cfg.samples, temperature=eval_cfg.temperature,
-                                                       max_new_tokens=max_new), generator=gen)
-        sampled, item_scores = score_groups(domain, tasks, groups, strict)
+        groups, comps = sample(SamplingParams(n=eval_cfg.samples, temperature=eval_cfg.temperature,
+                                              max_new_tokens=max_new), gen)
+        sampled, item_scores = score_groups(domain, tasks, groups, strict, comps)
         metrics.update(sampled)
     if eval_cfg.greedy:
-        groups = policy.sample(prompts, SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new))
-        greedy, greedy_items = score_groups(domain, tasks, groups, strict)
+        groups, comps = sample(SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new))
+        greedy, greedy_items = score_groups(domain, tasks, groups, strict, comps)
         metrics.update({f"{k}_greedy": v for k, v in greedy.items()})
         if not item_scores:
             item_scores = greedy_items

@@ -1,8 +1,9 @@
 """``evo run`` under a launcher: join the process group, then lead (rank 0) or follow.
 
 Checked before any rank builds a model: the ``[distributed]`` engine is one this process can
-run, and the global batch (``rl.prompts_per_step``) divides evenly over the ranks. A bad
-setting is the same one-line error on every rank (exit 2), and no rank has trained.
+run (``engine = "deepspeed"`` needs the deepspeed extra), and the global batch
+(``rl.prompts_per_step``) divides evenly over the ranks. A bad setting is the same one-line
+error on every rank (exit 2), and no rank has trained.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import Any, Iterator, Optional
 
 import structlog
 
-from evo_core.trainer.dist_settings import DistributedConfigError, DistributedSettings, check_global_batch
-from evo_core.trainer.ranks import Comm, RankInfo, init_group
+from evo_core.trainer.dist_settings import DistributedSettings, check_global_batch
+from evo_core.trainer.ranks import Comm, RankInfo, as_rank_lost, init_group, lost_peer
 from evo_core.trainer.spmd import Leader, follow
 
 log = structlog.get_logger("evo.ranks")
@@ -22,18 +23,19 @@ log = structlog.get_logger("evo.ranks")
 def check(cfg: Any, info: RankInfo) -> DistributedSettings:
     """The settings of this launch, or a ``DistributedConfigError``."""
     settings = DistributedSettings.from_mapping(cfg.distributed)
-    if settings.engine == "deepspeed":
-        raise DistributedConfigError(
-            'distributed.engine: "deepspeed" (ZeRO) is not wired into evo run yet; use engine = "ddp" '
-            "(evo_core.trainer.distributed.wrap_model is the library entry point)")
+    settings.check_installed()
     check_global_batch(cfg.rl.prompts_per_step, info.world_size)
     return settings
 
 
 def join(cfg: Any, info: RankInfo) -> Comm:
     settings = check(cfg, info)
+    if settings.engine == "deepspeed":  # DeepSpeed picks its accelerator once, at import: before anything imports it
+        from evo_core.trainer.distributed import prepare_deepspeed
+
+        prepare_deepspeed(settings.deepspeed_settings().accelerator)
     comm = init_group(info, settings, cfg.run.device)
-    if settings.deepspeed and info.rank == 0:  # say so: a ZeRO-3 table does not shard a ddp run
+    if settings.deepspeed and settings.engine == "ddp" and info.rank == 0:  # a ZeRO-3 table does not shard a ddp run
         log.warning("distributed: the DeepSpeed keys are not used by engine = ddp (every rank holds the full model "
                     "and optimizer state)", keys=sorted(settings.deepspeed))
     log.info("rank joined", rank=info.rank, world_size=info.world_size, engine=settings.engine,
@@ -48,8 +50,15 @@ def run_follower(comm: Comm, cfg: Any) -> int:
 
     try:
         return follow(comm, build_session, PluginManager())
+    except Exception as exc:
+        if not lost_peer(exc):
+            raise
+        # rank 0 (or another rank) is gone: one line, and a non-zero exit the launcher reports
+        log.error("rank stopped: a peer is gone", rank=comm.rank, error=str(as_rank_lost(exc)))
+        return 1
     finally:
-        comm.close()
+        with contextlib.suppress(Exception):
+            comm.close()
 
 
 @contextlib.contextmanager

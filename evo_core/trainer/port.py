@@ -37,7 +37,7 @@ class SessionBranch:
 class SessionPort:
     def __init__(self, session: Any, blobs: Any, run_id: str, *, with_optimizer: bool = True) -> None:
         self.session, self.blobs, self.run_id, self.with_optimizer = session, blobs, run_id, with_optimizer
-        self.branch_s = 0.0  # training and evaluating backtest branches: training compute, not bookkeeping
+        self.branch_s = 0.0  # forking, training and evaluating backtest branches: training compute, not bookkeeping
         self.on_activity: Optional[Callable[[str, int, int], None]] = None  # a progress display's backtest task
 
     def tell(self, kind: str, done: int, total: int) -> None:
@@ -45,9 +45,12 @@ class SessionPort:
             self.on_activity(kind, done, total)
 
     def fork(self, *, seed: int, start: Optional[Mapping[str, Any]] = None) -> SessionBranch:
+        # copying the model and optimizer for a branch is part of training that branch
+        t0 = time.perf_counter()
         branch = self.session.fork(seed)
         if start is not None:
             branch.load_weights_bytes(self.blobs.get(BlobRef(**start)))
+        self.branch_s += time.perf_counter() - t0
         return SessionBranch(branch, self.run_id, self)
 
     def snapshot(self) -> Snapshot:

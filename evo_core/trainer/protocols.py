@@ -33,6 +33,14 @@ class Sample:
     logprobs: tuple[float, ...] = ()
     truncated: bool = False
     finish_reason: str = "stop"  # "stop" | "length"
+    # An episode's conversation as one sequence: 1 for each token of ``token_ids`` the policy
+    # generated (loss, KL), 0 for the environment's tokens between its turns. Empty: all generated.
+    loss_mask: tuple[int, ...] = ()
+
+    @property
+    def n_generated(self) -> int:
+        """Tokens the policy generated (``len(token_ids)`` for a single completion)."""
+        return sum(self.loss_mask) if self.loss_mask else len(self.token_ids)
 
 
 @runtime_checkable

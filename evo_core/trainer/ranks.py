@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import pickle
+import re
 from typing import Any, Mapping, Optional, Sequence
 
 import attrs
@@ -20,6 +21,46 @@ import attrs
 from evo_core.trainer.dist_settings import DistributedSettings
 
 _ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+class RankLost(BaseException):
+    """A collective failed because a peer rank is gone (killed, crashed, or silent past
+    ``[distributed] timeout_s``). Rank 0 seals the run as stopped; ``--resume`` continues it.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: no plugin isolation, harness guard or sink
+    wrapper (``except Exception``) may turn it into a ``PluginFailed`` and let the step commit,
+    since a backtest branch or a snapshot that lost its collectives would then be logged as if
+    it had decided something."""
+
+
+# what gloo's errors say (its source path is in every message: ".../gloo/transport/tcp/pair.cc");
+# nccl and the store raise torch's DistError family
+_LOST_HINTS = ("gloo/", "connection reset by peer", "connection closed by peer", "nccl")
+
+
+def lost_peer(exc: BaseException) -> bool:
+    """Whether ``exc`` is a collective that failed for want of a peer: torch's DistError family
+    (nccl, the store), or gloo's RuntimeError ("Read error ... Connection reset by peer",
+    "Timed out waiting ... for recv")."""
+    if isinstance(exc, RankLost):
+        return True
+    try:
+        import torch.distributed as dist
+
+        if isinstance(exc, getattr(dist, "DistError", ())):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    return isinstance(exc, RuntimeError) and any(h in str(exc).lower() for h in _LOST_HINTS)
+
+
+def as_rank_lost(exc: BaseException) -> "RankLost":
+    if isinstance(exc, RankLost):
+        return exc
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    first = re.sub(r"^\[[^\]]*\]\s*", "", first)  # gloo's "[.../pair.cc:537] " source location
+    first = first.split(". This is typically")[0]  # and its advice
+    return RankLost(f"a rank of this launch is gone: a collective failed ({first[:200]})")
 
 
 @attrs.frozen
@@ -56,11 +97,15 @@ class Traffic:
 
 class Comm:
     """The process group, as the trainer uses it. ``device``: where collective buffers live
-    (nccl needs CUDA tensors; gloo takes CPU ones)."""
+    (nccl needs CUDA tensors; gloo takes CPU ones). ``commands``: the group the command channel
+    (:meth:`broadcast`) runs on, a gloo group with its own, longer timeout: a follower waits
+    there while rank 0 evaluates and runs the harness alone, which can outlast any sensible
+    collective timeout; a rank 0 that dies is still noticed at once (its connections drop)."""
 
-    def __init__(self, info: RankInfo, device: str = "cpu") -> None:
+    def __init__(self, info: RankInfo, device: str = "cpu", commands: Any = None) -> None:
         self.rank, self.world_size, self.local_rank = info.rank, info.world_size, info.local_rank
         self.device = device
+        self.commands = commands  # None: the default group, on ``device``
         self.traffic = Traffic()
 
     @property
@@ -69,9 +114,7 @@ class Comm:
 
     def share(self, n: int) -> tuple[int, int]:
         """This rank's contiguous slice [lo, hi) of ``n`` items (sizes differ by at most one)."""
-        base, extra = divmod(n, self.world_size)
-        lo = self.rank * base + min(self.rank, extra)
-        return lo, lo + base + (1 if self.rank < extra else 0)
+        return share_of(n, self.rank, self.world_size)
 
     # -- objects -----------------------------------------------------------------------------
     def broadcast(self, obj: Any = None) -> Any:
@@ -83,16 +126,17 @@ class Comm:
         if self.world_size == 1:
             self.traffic.count("broadcast", 0)
             return obj
-        size = torch.zeros(1, dtype=torch.long, device=self.device)
+        device = "cpu" if self.commands is not None else self.device
+        size = torch.zeros(1, dtype=torch.long, device=device)
         data = b""
         if self.leader:
             data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
             size[0] = len(data)
-        dist.broadcast(size, 0)
+        dist.broadcast(size, 0, group=self.commands)
         n = int(size.item())
-        buf = (torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device) if self.leader
-               else torch.empty(n, dtype=torch.uint8, device=self.device))
-        dist.broadcast(buf, 0)
+        buf = (torch.frombuffer(bytearray(data), dtype=torch.uint8).to(device) if self.leader
+               else torch.empty(n, dtype=torch.uint8, device=device))
+        dist.broadcast(buf, 0, group=self.commands)
         self.traffic.count("broadcast", n)
         return obj if self.leader else pickle.loads(buf.cpu().numpy().tobytes())
 
@@ -116,6 +160,31 @@ class Comm:
         dist.all_gather(bufs, mine)
         self.traffic.count("gather", sum(lens))
         return [pickle.loads(b[:n].cpu().numpy().tobytes()) for b, n in zip(bufs, lens)]
+
+    def gather(self, obj: Any) -> Optional[list[Any]]:
+        """Every rank's ``obj``, in rank order, on rank 0 only (None elsewhere): what a rank-0
+        snapshot of sharded state needs, without every rank receiving every shard."""
+        import torch
+        import torch.distributed as dist
+
+        if self.world_size == 1:
+            self.traffic.count("gather", 0)
+            return [obj]
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        sizes = [torch.zeros(1, dtype=torch.long, device=self.device) for _ in range(self.world_size)]
+        dist.all_gather(sizes, torch.tensor([len(data)], dtype=torch.long, device=self.device))
+        lens = [int(s.item()) for s in sizes]
+        top = max(lens)
+        mine = torch.zeros(top, dtype=torch.uint8, device=self.device)
+        if data:
+            mine[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device)
+        bufs = [torch.empty(top, dtype=torch.uint8, device=self.device) for _ in range(self.world_size)] \
+            if self.leader else None
+        dist.gather(mine, bufs, dst=0)
+        self.traffic.count("gather", sum(lens) if self.leader else len(data))
+        if not self.leader:
+            return None
+        return [pickle.loads(b[:n].cpu().numpy().tobytes()) for b, n in zip(bufs, lens)]  # type: ignore[arg-type]
 
     # -- tensors -----------------------------------------------------------------------------
     def sum_floats(self, values: Sequence[float]) -> list[float]:
@@ -161,6 +230,13 @@ class Comm:
             dist.destroy_process_group()
 
 
+def share_of(n: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Rank ``rank``'s contiguous slice [lo, hi) of ``n`` items over ``world_size`` ranks."""
+    base, extra = divmod(n, world_size)
+    lo = rank * base + min(rank, extra)
+    return lo, lo + base + (1 if rank < extra else 0)
+
+
 def init_group(info: RankInfo, settings: DistributedSettings, device: str) -> Comm:
     """Join the launcher's process group (gloo on CPU, nccl on CUDA unless configured). On
     CUDA each rank takes the GPU of its LOCAL_RANK before any model is built."""
@@ -176,4 +252,7 @@ def init_group(info: RankInfo, settings: DistributedSettings, device: str) -> Co
     if not dist.is_initialized():
         dist.init_process_group(backend=backend, rank=info.rank, world_size=info.world_size,
                                 timeout=dt.timedelta(seconds=settings.timeout_s))
-    return Comm(info, coll_device)
+    commands = None
+    if info.world_size > 1:  # every rank creates it, in the same order: right after the default group
+        commands = dist.new_group(backend="gloo", timeout=dt.timedelta(seconds=settings.command_timeout_s))
+    return Comm(info, coll_device, commands)

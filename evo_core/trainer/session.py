@@ -24,6 +24,7 @@ from evo_core.api import Completion, RolloutBatch, RolloutItem, Task
 from evo_core.harness.features import features_for_group
 from evo_core.interventions import InterventionApplier
 from evo_core.trainer.engine import InProcessEngine
+from evo_core.trainer.episodes import generated_mask
 from evo_core.trainer.evaluation import VerifierFailed, batch_method, evaluate_policy, grade, grade_many  # noqa: F401 (VerifierFailed: re-exported)
 from evo_core.trainer.grpo import LossSettings, group_advantages, overlong_penalty, pg_loss, resolve
 from evo_core.trainer.protocols import EvalResult, Sample, SamplingParams
@@ -99,6 +100,14 @@ class RLSession:
         # the training reward: the domain's verifier, or its strict oracle (the no-flaw reference)
         self.verifier = domain.oracle if reward == "oracle" else domain.verify
         self.verifier_batch = batch_method(domain, "oracle" if reward == "oracle" else "verify")  # optional
+        # [rl] rollout = "episode": each rollout is one multi-turn episode the domain runs
+        self.episodes = getattr(rl, "rollout", "single") == "episode"
+        if self.episodes:
+            from evo_core.api import supports_episodes
+
+            if not supports_episodes(domain):
+                raise ValueError(f"rl.rollout = 'episode', but domain {getattr(domain, 'name', domain)!r} has no "
+                                 "run_episode")
         self.train_tasks = list(train_tasks)
         self.splits = {"validation": list(validation_tasks), "test": list(test_tasks)}
         self.rl = rl
@@ -123,12 +132,29 @@ class RLSession:
         self.id_salt = f"session:{seed}"  # rollout ids derive from it: a recomputed step gets the same ids
         self.features_s = 0.0  # time spent on the harness's generic features (its bookkeeping, not training)
         self.dist: Any = None  # a ranks.Comm when launched as several ranks (see evo_core.trainer.shard)
+        self.zero: Any = None  # a zero.ZeroTrainer under [distributed] engine = "deepspeed" (see enable_zero)
+        self.checkpoint_dir: Optional[str] = None  # where ZeRO writes this rank's optimizer shard of a resume checkpoint
 
     def _make_optimizer(self) -> Any:
         import torch
 
         params = [p for p in self.policy.model.parameters() if p.requires_grad]
         return torch.optim.AdamW(params, lr=self.rl.lr, weight_decay=self.rl.weight_decay)
+
+    def enable_zero(self, settings: Any) -> None:
+        """Train through DeepSpeed ZeRO from now on (``evo_core.trainer.zero``): the same AdamW,
+        its state sharded over the ranks. A collective: every rank calls it, right after the
+        session is built (the optimizer state so far, empty, is not carried over)."""
+        from evo_core.trainer.zero import ZeroTrainer
+
+        rank, world = (self.dist.rank, self.dist.world_size) if self.dist is not None else (0, 1)
+        self.zero = ZeroTrainer(self.policy, settings, self.rl, rank=rank, world_size=world)
+        self.optimizer = self.zero.optimizer
+
+    def close(self) -> None:
+        """Release what outlives garbage collection (a ZeRO engine): a dropped backtest branch."""
+        if self.zero is not None:
+            self.zero.close()
 
     # -- schedule --------------------------------------------------------------------------
     def lr_at(self, step: int, base: float) -> float:
@@ -253,7 +279,14 @@ class RLSession:
         G = int(hp["group_size"])
         params = SamplingParams(n=G, temperature=float(hp["temperature"]), top_p=float(hp["top_p"]),
                                 max_new_tokens=int(hp["max_new_tokens"]), stop=tuple(hp["stop"]))
-        if self.dist is None:
+        if self.episodes:
+            if self.dist is not None:
+                raise RuntimeError("episode rollouts ([rl] rollout = 'episode') run on one rank only so far")
+            ts = time.perf_counter()
+            groups, completions, stats = self._run_episodes(chosen, params)
+            rollout_time = time.perf_counter() - ts
+            items, samples = self._graded(chosen, groups, step, group_offset, completions, stats)
+        elif self.dist is None:
             ts = time.perf_counter()
             groups = self.engine.generate(prompts, params, generator=self.gen)
             rollout_time = time.perf_counter() - ts
@@ -264,26 +297,41 @@ class RLSession:
             items, samples, rollout_time = sharded_rollouts(self, chosen, prompts, params, step, group_offset)
         return self._rewarded(items, samples, hp, state, step) + (rollout_time,)
 
+    def _run_episodes(self, chosen: Sequence[Task], params: SamplingParams
+                      ) -> tuple[list[list[Sample]], list[list[Completion]], list[list[dict[str, Any]]]]:
+        """G episodes per task, one after another, each with the current policy as the agent
+        (``evo_core.trainer.episodes``): the conversation as one sample, the final completion
+        and the episode's stats."""
+        from evo_core.trainer.episodes import run_episode_groups
+
+        return run_episode_groups(self.engine, self.domain, chosen, params, encode=self.policy.tokenizer.encode,
+                                  generator=self.gen, max_turns=int(getattr(self.rl, "episode_max_turns", 0) or 0))
+
     def _graded(self, chosen: Sequence[Task], groups: Sequence[Sequence[Sample]], step: int,
-                group_offset: int) -> tuple[list[RolloutItem], list[Sample]]:
+                group_offset: int, completions: Optional[Sequence[Sequence[Completion]]] = None,
+                episode_stats: Optional[Sequence[Sequence[Mapping[str, Any]]]] = None
+                ) -> tuple[list[RolloutItem], list[Sample]]:
         """Features and the training verifier's verdicts for sampled groups (``chosen[i]``
-        is group ``group_offset + i`` of the step)."""
+        is group ``group_offset + i`` of the step). Episodes bring their final completions
+        (with turns) and stats; the stats join the verdict's signals where it has none."""
         items: list[RolloutItem] = []
         samples: list[Sample] = []
         # every completion of the call is graded at once (a domain with a batch verifier uses it)
-        comps = [[Completion(text=s.text, truncated=s.truncated, n_tokens=len(s.token_ids)) for s in group]
-                 for group in groups]
+        comps = ([[Completion(text=s.text, truncated=s.truncated, n_tokens=len(s.token_ids)) for s in group]
+                  for group in groups] if completions is None else [list(cs) for cs in completions])
         verdicts = iter(grade_many(self.verifier, self.verifier_batch, self.domain,
                                    [(task, c) for task, cs in zip(chosen, comps) for c in cs]))
         for gi, (task, group) in enumerate(zip(chosen, groups)):
             gid = f"s{step}g{group_offset + gi}"
             tf = time.perf_counter()
-            feats = features_for_group([s.text for s in group], task.prompt, [len(s.token_ids) for s in group],
+            feats = features_for_group([s.text for s in group], task.prompt, [s.n_generated for s in group],
                                        [s.truncated for s in group])
             self.features_s += time.perf_counter() - tf
             for j, (s, f) in enumerate(zip(group, feats)):
                 comp = comps[gi][j]
                 verdict = next(verdicts)
+                if episode_stats is not None and episode_stats[gi][j]:
+                    verdict = attrs.evolve(verdict, signals={**episode_stats[gi][j], **verdict.signals})
                 rid = hashlib.sha256(f"{self.id_salt}:{step}:{gid}:{j}".encode()).hexdigest()[:32]
                 items.append(RolloutItem(rollout_id=rid, group_id=gid, task=task, completion=comp,
                                          verdict=verdict, reward=verdict.reward, mask=verdict.reward is not None,
@@ -312,7 +360,7 @@ class RLSession:
         elif hp["overlong"] == "soft":
             for it, s in zip(items, samples):
                 if it.reward is not None:
-                    it.reward += overlong_penalty(len(s.token_ids), int(hp["max_new_tokens"]),
+                    it.reward += overlong_penalty(s.n_generated, int(hp["max_new_tokens"]),
                                                   int(hp["overlong_buffer"]), float(hp["overlong_penalty"]))
         return items, samples
 
@@ -359,9 +407,11 @@ class RLSession:
         if not idx:
             return out
         t0 = time.perf_counter()
-        model = self.policy.model
+        zero = self.zero
+        model = self.policy.model if zero is None else zero.module
         model.train()
-        for g in self.optimizer.param_groups:
+        scorer = self.policy if zero is None else zero.scorer  # ZeRO-3: the engine's partitioned module
+        for g in self.optimizer.param_groups:  # under ZeRO, AdamW's groups over the flat partitions
             g["lr"] = lr
         n_up = max(1, min(self.rl.updates_per_step, len(idx)))
         perm = list(idx)
@@ -392,18 +442,28 @@ class RLSession:
                             ref[i] = lp[r]
         tot = {"loss": 0.0, "clipped": 0.0, "kl": 0.0, "tokens": 0.0, "ent": 0.0, "grad_norm": 0.0}
         for mb_all, mb_mine in zip(minibatches, mine):
-            n_tokens = float(sum(len(samples[i].token_ids) for i in mb_all))
-            self.optimizer.zero_grad(set_to_none=True)
-            for mb in self._micro(mb_mine):
+            n_tokens = float(sum(samples[i].n_generated for i in mb_all))
+            micros = self._micro(mb_mine)
+            if zero is None:
+                self.optimizer.zero_grad(set_to_none=True)
+            else:  # every rank runs as many backwards as the rank with the most micro-batches
+                n_micro = self._most_micro_batches(mb_all)
+            for j, mb in enumerate(micros):
                 p_ids = [samples[i].prompt_ids for i in mb]
                 c_ids = [samples[i].token_ids for i in mb]
-                logp, mask, ent = self.policy.score(p_ids, c_ids, with_entropy=True)
+                logp, mask, ent = scorer.score(p_ids, c_ids, with_entropy=True)
                 T = logp.shape[1]
+                gen = generated_mask([samples[i] for i in mb], T, mask)
+                if gen is not None:  # an episode: the environment's tokens get no loss, KL or entropy
+                    mask, ent = mask * gen, ent * gen
                 old_lp = torch.stack([_pad(old[i], T) for i in mb]) if n_up > 1 else logp.detach()
                 ref_lp = torch.stack([_pad(ref[i], T) for i in mb]) if need_ref else None
                 a = torch.tensor([float(adv[i]) for i in mb], dtype=logp.dtype, device=logp.device)  # type: ignore[arg-type]
                 loss, st = pg_loss(logp, old_lp, a, mask, s, ref_logp=ref_lp, n_seqs=len(mb_all), n_tokens=n_tokens)
-                loss.backward()
+                if zero is None:
+                    loss.backward()
+                else:
+                    zero.backward(loss, boundary=j == n_micro - 1)
                 tot["loss"] += float(loss.item())
                 tot["clipped"] += st["clipped_tokens"]
                 tot["kl"] += st["kl_sum"]
@@ -413,6 +473,11 @@ class RLSession:
                     per_seq = (ent.sum(-1) / mask.sum(-1).clamp(min=1)).tolist()
                 for r, i in enumerate(mb):
                     out["entropy_by_item"][i] = round(per_seq[r], 5)
+            if zero is not None:  # DeepSpeed reduces, clips (rl.grad_clip) and steps
+                for j in range(len(micros), n_micro):
+                    zero.pad_backward(samples[mb_all[0]], boundary=j == n_micro - 1)
+                tot["grad_norm"] += zero.step()
+                continue
             params = [p for p in model.parameters() if p.requires_grad]
             if self.dist is not None:
                 self.dist.sum_grads(params)
@@ -438,6 +503,16 @@ class RLSession:
         m = self.rl.micro_batch_size or len(idx)
         return [idx[j:j + m] for j in range(0, len(idx), m)]
 
+    def _most_micro_batches(self, minibatch: list[int]) -> int:
+        """The micro-batches of the rank with the largest share of ``minibatch`` (every rank
+        computes the same number: the shares are a function of the minibatch and the world)."""
+        if self.dist is None:
+            return len(self._micro(minibatch))
+        from evo_core.trainer.ranks import share_of
+
+        return max(len(self._micro(minibatch[lo:hi]))
+                   for lo, hi in (share_of(len(minibatch), r, self.dist.world_size) for r in range(self.dist.world_size)))
+
     def _metrics(self, items: list[RolloutItem], samples: list[Sample], adv: list[Optional[float]],
                  zero_var: set[str], upd: dict[str, Any], rollout_time: float, lr: float) -> dict[str, Optional[float]]:
         graded = [it for it in items if it.reward is not None]
@@ -446,9 +521,9 @@ class RLSession:
         mean = _mean(rewards)
         std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards and mean is not None else None
         audited = [it for it in items if it.strict is not None and it.strict.correct is not None]
-        lens = [len(s.token_ids) for s in samples]
-        correct_len = [len(s.token_ids) for it, s in zip(items, samples) if it.verdict.correct]
-        wrong_len = [len(s.token_ids) for it, s in zip(items, samples) if it.verdict.correct is False]
+        lens = [s.n_generated for s in samples]
+        correct_len = [s.n_generated for it, s in zip(items, samples) if it.verdict.correct]
+        wrong_len = [s.n_generated for it, s in zip(items, samples) if it.verdict.correct is False]
         groups = {it.group_id for it in items}
         gen_tokens = sum(lens)
         m: dict[str, Optional[float]] = {
@@ -498,8 +573,12 @@ class RLSession:
         new = copy.copy(self)
         new.policy = copy.deepcopy(self.policy)
         new.engine = InProcessEngine(new.policy)
-        new.optimizer = new._make_optimizer()
-        new.optimizer.load_state_dict(copy.deepcopy(self.optimizer.state_dict()))
+        if self.zero is not None:  # a new engine (every rank forks), loaded with this rank's shard in memory
+            new.zero = self.zero.fork(new.policy)
+            new.optimizer = new.zero.optimizer
+        else:
+            new.optimizer = new._make_optimizer()
+            new.optimizer.load_state_dict(copy.deepcopy(self.optimizer.state_dict()))
         new.gen = torch.Generator(device="cpu")
         new.rng = random.Random()
         if seed is None:
@@ -519,10 +598,20 @@ class RLSession:
 
         import torch
 
+        snap: dict[str, Any] = {"model": self.policy.state_dict(), "policy_version": self.policy_version,
+                                "optimizer": None}
+        if with_optimizer and self.zero is None:
+            snap["optimizer"] = self.optimizer.state_dict()
+        elif with_optimizer:  # every rank's shard, gathered here (a collective: rank 0 asks them all)
+            snap["zero_optimizer"] = {**self.zero.layout(), "shards": self.optimizer_shards()}
         buf = io.BytesIO()
-        torch.save({"model": self.policy.state_dict(), "policy_version": self.policy_version,
-                    "optimizer": self.optimizer.state_dict() if with_optimizer else None}, buf)
+        torch.save(snap, buf)
         return buf.getvalue()
+
+    def optimizer_shards(self) -> Optional[list[Any]]:
+        """Under ZeRO, every rank's optimizer shard, in rank order, on rank 0 (None elsewhere)."""
+        mine = self.zero.shard_state()
+        return [mine] if self.dist is None else self.dist.gather(mine)
 
     def load_weights_bytes(self, data: bytes) -> None:
         import io
@@ -531,8 +620,35 @@ class RLSession:
 
         snap = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
         self.policy.load_state_dict(snap["model"])
-        if snap.get("optimizer") is not None:
+        if self.zero is not None:
+            self._zero_loaded(snap, "snapshot")
+        elif snap.get("optimizer") is not None:
             self.optimizer.load_state_dict(snap["optimizer"])
+
+    def _zero_loaded(self, d: Mapping[str, Any], what: str) -> None:
+        """After the policy's weights were loaded from ``d``: this rank's optimizer shard from
+        ``d`` (snapshots carry all of them; resume checkpoints name one file per rank), or, when
+        ``d`` has no optimizer state, ZeRO's master weights from the loaded ones."""
+        zo = d.get("zero_optimizer")
+        if zo is None:
+            if d.get("optimizer") is not None:
+                raise RuntimeError(f"this {what} holds an unsharded optimizer state (a run without ZeRO); "
+                                   "a ZeRO session cannot load it")
+            self.zero.weights_changed()
+            return
+        if int(zo["world_size"]) != self.zero.world_size or int(zo["stage"]) != self.zero.stage:
+            raise RuntimeError(f"this {what}'s optimizer state is sharded for ZeRO-{zo['stage']} over {zo['world_size']} "
+                               f"ranks, but this launch runs ZeRO-{self.zero.stage} over {self.zero.world_size}: "
+                               "use the layout the run started with")
+        if "shards" in zo:
+            shards = list(zo["shards"])
+        else:
+            from evo_core.checkpoints import load_shard
+
+            r = self.zero.rank
+            shards = [None] * self.zero.world_size
+            shards[r] = load_shard(zo["files"][r], zo["sha256"][r])
+        self.zero.load_shards(shards)
 
     def detached_policy(self, data: bytes) -> Any:
         """A copy of the policy with a snapshot's weights (to evaluate it; training is untouched)."""
@@ -556,14 +672,34 @@ class RLSession:
 
     # -- resume ----------------------------------------------------------------------------
     def resume_state(self) -> dict[str, Any]:
-        return {"model": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "gen": self.gen.get_state(), "rng": self.rng.getstate(), "cursor": attrs.asdict(self.cursor),
-                "step": self.step, "policy_version": self.policy_version, "max_version": self.max_version,
-                "ref_state": self.ref_state}
+        """Everything a resume needs. Under ZeRO the optimizer state stays sharded: each rank writes
+        its shard to a file of this step under ``checkpoint_dir`` (a collective), and the state
+        names the files and their sha256 (``zero_optimizer``); the weights are the full ones."""
+        d = {"model": self.policy.state_dict(), "optimizer": self.optimizer.state_dict() if self.zero is None else None,
+             "gen": self.gen.get_state(), "rng": self.rng.getstate(), "cursor": attrs.asdict(self.cursor),
+             "step": self.step, "policy_version": self.policy_version, "max_version": self.max_version,
+             "ref_state": self.ref_state}
+        if self.zero is not None:
+            d["zero_optimizer"] = self._save_shard()
+        return d
+
+    def _save_shard(self) -> dict[str, Any]:
+        from evo_core.checkpoints import save_shard, shard_path
+
+        if not self.checkpoint_dir:
+            raise RuntimeError("a ZeRO session writes resume checkpoints only once checkpoint_dir is set")
+        z = self.zero
+        path = shard_path(self.checkpoint_dir, self.step, z.rank, z.world_size)
+        digest = save_shard(path, z.shard_state())
+        found = [(path, digest)] if self.dist is None else self.dist.all_gather((path, digest))
+        return {**z.layout(), "files": [p for p, _ in found], "sha256": [h for _, h in found]}
 
     def load_resume_state(self, d: Mapping[str, Any]) -> None:
         self.policy.load_state_dict(d["model"])
-        self.optimizer.load_state_dict(d["optimizer"])
+        if self.zero is not None:
+            self._zero_loaded(d, "resume checkpoint")
+        else:
+            self.optimizer.load_state_dict(d["optimizer"])
         self.gen.set_state(d["gen"])
         self.rng.setstate(d["rng"])
         self.cursor = DataCursor(**d["cursor"])

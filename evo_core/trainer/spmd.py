@@ -9,6 +9,10 @@ and every other rank (a follower, :func:`follow`) applies it to its own replica 
 session. Inside the RL step the ranks then split sampling and the update between them
 (``evo_core.trainer.shard``). Online A/B backtests (control and treatment forked from the
 same state) therefore train on all ranks too, and the harness itself is untouched.
+
+Under DeepSpeed ZeRO (``[distributed] engine = "deepspeed"``) the replicas hold shards of the
+optimizer state, so a snapshot with the optimizer (rank 0 gathers every shard) and a resume
+checkpoint (every rank writes its own shard) are commands too.
 """
 
 from __future__ import annotations
@@ -16,7 +20,24 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Optional
 
+from evo_core.trainer.ranks import as_rank_lost, lost_peer
+
 Factory = Callable[..., tuple[Any, dict[str, Any]]]
+
+
+def _zero_settings(cfg: Any) -> Any:
+    """The ZeRO settings of ``cfg`` when its engine is DeepSpeed, else None."""
+    from evo_core.trainer.dist_settings import DistributedSettings
+
+    settings = DistributedSettings.from_mapping(getattr(cfg, "distributed", None))
+    return settings.deepspeed_settings() if settings.engine == "deepspeed" else None
+
+
+def _start(session: Any, cfg: Any) -> None:
+    """What every rank does to a new session once its state is in place: join ZeRO (a collective)."""
+    zero = _zero_settings(cfg)
+    if zero is not None:
+        session.enable_zero(zero)
 
 
 class Leader:
@@ -34,18 +55,30 @@ class Leader:
         self._next += 1
         return self._next
 
-    def drop(self, sid: int) -> None:
+    def drop(self, sid: int, inner: Any = None) -> None:
         self._dropped.append(sid)
+        close = getattr(inner, "close", None)
+        if callable(close):
+            close()
 
     def send(self, op: str, *args: Any) -> None:
         dropped, self._dropped = self._dropped, []
-        self.comm.broadcast((dropped, op, args))
+        try:
+            self.comm.broadcast((dropped, op, args))
+        except Exception as exc:
+            raise (as_rank_lost(exc) if lost_peer(exc) else exc) from exc
 
     def run(self, op: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Broadcast ``op`` with ``args`` (the session id first), then do it here too."""
+        """Broadcast ``op`` with ``args`` (the session id first), then do it here too. A
+        collective that fails for want of a peer becomes ``RankLost``."""
         self.send(op, *args)
         self.busy = True
-        out = fn()
+        try:
+            out = fn()
+        except Exception as exc:
+            if lost_peer(exc):
+                raise as_rank_lost(exc) from exc
+            raise
         self.busy = False
         return out
 
@@ -58,6 +91,7 @@ class Leader:
             session.dist = self.comm
             sid = self.new_sid()
             self.send("new", sid, cfg, session.resume_state())
+            _start(session, cfg)
             return LeaderSession(session, self, sid), info
 
         return make
@@ -75,9 +109,25 @@ class LeaderSession:
         return getattr(self._inner, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "id_salt":  # rollout ids derive from it: every rank must name rollouts alike
+        # rollout ids derive from id_salt: every rank must name rollouts alike; checkpoint_dir is
+        # where every rank writes its ZeRO optimizer shard of a resume checkpoint
+        if name in ("id_salt", "checkpoint_dir"):
             self._leader.send("set", self._sid, name, value)
         setattr(self._inner, name, value)
+
+    @property
+    def _sharded(self) -> bool:
+        return getattr(self._inner, "zero", None) is not None
+
+    def weights_bytes(self, *, with_optimizer: bool = True) -> bytes:
+        if with_optimizer and self._sharded:  # rank 0 gathers every rank's optimizer shard
+            return self._leader.run("shards", lambda: self._inner.weights_bytes(with_optimizer=True), self._sid)
+        return self._inner.weights_bytes(with_optimizer=with_optimizer)
+
+    def resume_state(self) -> Any:
+        if self._sharded:  # every rank writes its optimizer shard of this checkpoint
+            return self._leader.run("resume_state", self._inner.resume_state, self._sid)
+        return self._inner.resume_state()
 
     def rl_step(self, state: Any = None) -> Any:
         return self._leader.run("step", lambda: self._inner.rl_step(state), self._sid, state)
@@ -86,7 +136,7 @@ class LeaderSession:
         sid = self._leader.new_sid()
         inner = self._leader.run("fork", lambda: self._inner.fork(seed), self._sid, sid, seed)
         branch = LeaderSession(inner, self._leader, sid)
-        weakref.finalize(branch, self._leader.drop, sid)
+        weakref.finalize(branch, self._leader.drop, sid, inner)
         return branch
 
     def load_weights_bytes(self, data: bytes) -> None:
@@ -106,7 +156,9 @@ def follow(comm: Any, build: Factory, plugins: Any) -> int:
     while True:
         dropped, op, args = comm.broadcast(None)
         for sid in dropped:
-            sessions.pop(sid, None)
+            gone = sessions.pop(sid, None)
+            if gone is not None and callable(getattr(gone, "close", None)):
+                gone.close()
         if op == "exit":
             return int(args[0])
         if op == "new":
@@ -115,6 +167,7 @@ def follow(comm: Any, build: Factory, plugins: Any) -> int:
             session.dist = comm
             session.engine = _LeaderSyncs(session.engine)
             session.load_resume_state(state)
+            _start(session, cfg)
             sessions = {sid: session}
         elif op == "step":
             sessions[args[0]].rl_step(args[1])
@@ -128,6 +181,10 @@ def follow(comm: Any, build: Factory, plugins: Any) -> int:
             sessions[args[0]].restore(args[1], args[2])
         elif op == "load_resume":
             sessions[args[0]].load_resume_state(args[1])
+        elif op == "shards":  # rank 0 snapshots with the optimizer: send it this rank's shard
+            sessions[args[0]].optimizer_shards()
+        elif op == "resume_state":  # rank 0 writes a resume checkpoint: write this rank's shard
+            sessions[args[0]].resume_state()
         else:
             raise RuntimeError(f"rank {comm.rank}: unknown command {op!r} from rank 0")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from evo_core.trainer.episodes import jsonable_turns
 from evo_events import BlobRef, Emitter, RolloutCompleted
 
 TRAINER = Emitter("evo_trainer", "1")
@@ -19,12 +20,17 @@ def trajectory_payload(run_id: str, res: Any) -> dict[str, Any]:
         if it.group_id not in groups:
             gold = it.task.gold if isinstance(it.task.gold, (str, int, float)) else None
             groups[it.group_id] = {"task_id": it.task.task_id, "prompt": s.prompt, "gold": gold}
-    return {"run_id": run_id, "step": res.step, "groups": groups,
-            "rollouts": [{"rollout_id": it.rollout_id, "group_id": it.group_id, "text": s.text,
-                          "token_ids": list(s.token_ids), "logprobs": [round(x, 5) for x in s.logprobs],
-                          "finish_reason": s.finish_reason, "reward": it.verdict.reward, "reward_final": it.reward,
-                          "mask": it.mask, "advantage": e["advantage"], "verdict": dict(it.verdict.details)}
-                         for it, s, e in zip(res.items, res.samples, res.extra)]}
+    rollouts = []
+    for it, s, e in zip(res.items, res.samples, res.extra):
+        r = {"rollout_id": it.rollout_id, "group_id": it.group_id, "text": s.text,
+             "token_ids": list(s.token_ids), "logprobs": [round(x, 5) for x in s.logprobs],
+             "finish_reason": s.finish_reason, "reward": it.verdict.reward, "reward_final": it.reward,
+             "mask": it.mask, "advantage": e["advantage"], "verdict": dict(it.verdict.details)}
+        if it.completion.turns:  # an episode: its turns, and which of token_ids the policy generated
+            r["turns"] = jsonable_turns(it.completion.turns)
+            r["loss_mask"] = list(s.loss_mask)
+        rollouts.append(r)
+    return {"run_id": run_id, "step": res.step, "groups": groups, "rollouts": rollouts}
 
 
 def rollout_events(run_id: str, res: Any, trajectory: Optional[BlobRef] = None) -> list[RolloutCompleted]:
@@ -36,7 +42,7 @@ def rollout_events(run_id: str, res: Any, trajectory: Optional[BlobRef] = None) 
             run_id=run_id, event_id=it.rollout_id, step=res.step, task_id=it.task.task_id, group_id=it.group_id,
             policy_version=version, reward=it.verdict.reward, correct=it.verdict.correct,
             strict_correct=it.strict.correct if it.strict is not None else None, split="train",
-            infra_error=it.verdict.infra_error, truncated=s.truncated, length=len(s.token_ids),
+            infra_error=it.verdict.infra_error, truncated=s.truncated, length=s.n_generated,
             response_preview=s.text[:200], trajectory=trajectory, signals=dict(it.verdict.signals),
             reward_final=it.reward if it.mask else None, features=dict(it.features),
             train={"entropy": e["entropy"], "advantage": None if adv is None else round(adv, 5),

@@ -19,8 +19,18 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_from_a_checkout_the_names_are_the_files_under_configs():
     assert configs_root() == ROOT / "configs"
     want = sorted(p.relative_to(ROOT / "configs").with_suffix("").as_posix() for p in (ROOT / "configs").rglob("*.toml"))
-    assert shipped_names() == want
-    assert {"quickstart", "recipes/math", "baselines/fixed", "suite/suite"} <= set(want)
+    assert shipped_names() == [n for n in want if n != "suite/suite"]  # the suite definition is not a run
+    assert {"quickstart", "recipes/math", "baselines/fixed"} <= set(shipped_names())
+
+
+def test_the_suite_definition_is_not_listed_as_a_run_and_running_it_says_how(tmp_path):
+    assert shipped_path("suite/suite") is None
+    with pytest.raises(ConfigError, match=r"defines a flaw suite, not a run: run it with .*evolution.py --suite"):
+        load_config(str(ROOT / "configs" / "suite" / "suite.toml"))
+    odd = tmp_path / "flaws.toml"  # a run config may still have a table named like one
+    odd.write_text("[run]\nsteps = 3\n[flaws]\n")
+    with pytest.raises(ConfigError, match="unknown config key 'flaws'"):
+        load_config(str(odd))
 
 
 def test_resolve_a_file_a_name_and_the_errors(tmp_path, monkeypatch):

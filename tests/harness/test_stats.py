@@ -1,3 +1,4 @@
+from hypothesis import given, strategies as st
 from evo_core.harness.stats import paired_bootstrap, slope
 
 
@@ -32,3 +33,14 @@ def test_worse_margin_ignores_small_item_noise():
     assert paired_bootstrap(control, treat, n_boot=50).worse == 12
     b = paired_bootstrap(control, treat, n_boot=50, worse_margin=0.25)
     assert b.worse == 2 and b.worse_frac == 0.05
+
+
+@given(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), min_size=1, max_size=60),
+       st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=1, max_size=60), st.integers(0, 2**40))
+def test_paired_bootstrap_interval_is_ordered_bounded_and_seeded(c, t, seed):
+    items = [f"i{k}" for k in range(min(len(c), len(t)))]
+    control, treat = dict(zip(items, c)), dict(zip(items, t))
+    b = paired_bootstrap(control, treat, n_boot=200, seed=seed)
+    diffs = [treat[i] - control[i] for i in items]
+    assert min(diffs) - 1e-12 <= b.ci[0] <= b.ci[1] <= max(diffs) + 1e-12
+    assert b.ci == paired_bootstrap(control, treat, n_boot=200, seed=seed).ci

@@ -1,5 +1,6 @@
 """One rank of the 2-rank DeepSpeed test: one update of a tiny Qwen2 model on this
-rank's half of a fixed batch; rank 0 saves the updated weights. Run by launch_local."""
+rank's half of a fixed batch; rank 0 saves the updated weights. Run by launch_local as
+``python -m tests.scale.ds_worker`` with the repository root on PYTHONPATH."""
 
 from __future__ import annotations
 
@@ -12,9 +13,7 @@ import torch
 torch.set_num_threads(1)
 
 from evo_core.trainer.distributed import DeepSpeedSettings, wrap_model  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(__file__))
-from ds_common import make_batch, make_model, token_loss  # noqa: E402
+from tests.scale.ds_common import make_batch, make_model, token_loss  # noqa: E402
 
 
 def main() -> None:

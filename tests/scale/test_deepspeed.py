@@ -23,7 +23,7 @@ from evo_core.trainer.distributed import (  # noqa: E402
     make_optimizer,
 )
 
-HERE = os.path.dirname(__file__)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests.scale.ds_worker's root
 from .ds_common import make_batch, make_model, token_loss  # noqa: E402
 
 pytestmark = pytest.mark.deepspeed
@@ -56,8 +56,8 @@ CASES = [
 def test_two_ranks_match_single_process(tmp_path, cfg):
     settings = DeepSpeedSettings.from_mapping({**cfg, "micro_batch_size": 4, "accelerator": "cpu"})
     out = tmp_path / "rank0.pt"
-    results = launch_local(2, [os.path.join(HERE, "ds_worker.py"), str(out), json.dumps(cfg | {"micro_batch_size": 4})],
-                           env={"OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}, timeout_s=280)
+    results = launch_local(2, ["-m", "tests.scale.ds_worker", str(out), json.dumps(cfg | {"micro_batch_size": 4})],
+                           env={"OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}, timeout_s=280)
     assert all("ok" in r.stdout for r in results)
     got = torch.load(out)
     assert got["world_size"] == 2

@@ -21,11 +21,17 @@ def test_settings_defaults_and_deepspeed_keys():
 
 
 @pytest.mark.parametrize("table, message", [
-    ({"zero_stagee": 2}, "distributed.zero_stagee: unknown key (known: accelerator, backend, betas"),
+    ({"zero_stagee": 2}, "distributed.zero_stagee: unknown key (known: accelerator, backend, command_timeout_s, engine"),
     ({"engine": "fsdp"}, "distributed.engine: must be one of ddp, deepspeed, got 'fsdp'"),
     ({"backend": "mpi"}, "distributed.backend: must be one of auto, gloo, nccl"),
     ({"timeout_s": 0}, "distributed.timeout_s: must be a positive number"),
+    ({"command_timeout_s": "1h"}, "distributed.command_timeout_s: must be a positive number, got '1h'"),
     ({"zero_stage": 4}, "distributed.zero_stage must be in 0..3, got 4"),
+    ({"engine": "deepspeed", "zero_stage": 0}, 'distributed.zero_stage: engine = "deepspeed" runs ZeRO stage 1, 2 or 3, got 0'),
+    ({"micro_batch_size": 4}, "distributed.micro_batch_size: evo run defines the batch and the optimizer once, in [rl] "
+                              "(here: rl.micro_batch_size)"),
+    ({"lr": 1e-5}, "distributed.lr: evo run defines the batch and the optimizer once, in [rl] (here: rl.lr)"),
+    ({"persistence_threshold": -1}, "distributed.persistence_threshold must be in >= 0, got -1"),
 ])
 def test_bad_table_is_one_line(table, message):
     with pytest.raises(DistributedConfigError) as exc:
@@ -54,11 +60,31 @@ def test_indivisible_global_batch_stops_every_rank(tmp_path):
     assert "rl.prompts_per_step = 7 (the global batch) is not divisible by the 2 ranks" in proc.stderr
 
 
-def test_deepspeed_engine_is_refused_until_wired(tmp_path):
-    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
-    proc = evo("run", str(ROOT / "configs" / "quickstart.toml"), "--store", f"sqlite:///{tmp_path}/evo.sqlite",
-               "--set", 'distributed.engine="deepspeed"', cwd=tmp_path, env=env)
-    assert proc.returncode == 2 and "distributed.engine" in proc.stderr
+def test_bad_zero_stage_stops_evo_run_before_anything(tmp_path):
+    store = tmp_path / "evo.sqlite"
+    proc = evo("run", str(ROOT / "configs" / "quickstart.toml"), "--store", f"sqlite:///{store}",
+               "--set", 'distributed.engine="deepspeed"', "--set", "distributed.zero_stage=0", cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines == ['error: distributed.zero_stage: engine = "deepspeed" runs ZeRO stage 1, 2 or 3, got 0 '
+                     '(stage 0 shards nothing: use engine = "ddp")']
+    assert not store.exists()
+
+
+def test_missing_deepspeed_extra_is_one_line(monkeypatch):
+    """engine = "deepspeed" without the extra: one line naming the install, checked by every
+    launched rank before it joins the process group (``launch.check``)."""
+    import importlib.util
+
+    from evo_core.trainer import launch
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "deepspeed" else real(name, *a))
+    cfg = config_from_dict({"distributed": {"engine": "deepspeed", "zero_stage": 2}})
+    with pytest.raises(DistributedConfigError) as exc:
+        launch.check(cfg, RankInfo(0, 2, 0))
+    assert str(exc.value) == ('distributed.engine: "deepspeed" needs the deepspeed extra, which is not installed: '
+                              "pip install 'evotrainer[deepspeed]'")
 
 
 def test_detect():
@@ -77,3 +103,38 @@ def test_shares_are_disjoint_and_cover():
 
 def test_group_seed_is_stable():
     assert group_seed(5, 0) == group_seed(5, 0) != group_seed(5, 1)
+
+
+def test_a_lost_peer_is_told_apart_from_other_errors():
+    import torch.distributed as dist
+
+    from evo_core.trainer.ranks import RankLost, as_rank_lost, lost_peer
+
+    gloo = RuntimeError("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+                        "[127.0.0.1]:50357: Connection reset by peer. This is typically caused by a remote worker "
+                        "hanging or bugs in the application.")
+    assert lost_peer(gloo) and lost_peer(dist.DistBackendError("NCCL watchdog timed out"))
+    assert not lost_peer(RuntimeError("rollout server timed out after 3 retries"))
+    assert not lost_peer(ValueError("gloo/"))
+    lost = as_rank_lost(gloo)
+    assert isinstance(lost, RankLost) and str(lost) == (
+        "a rank of this launch is gone: a collective failed (Read error [127.0.0.1]:50357: Connection reset by peer)")
+
+
+def test_a_lost_rank_is_never_isolated_as_a_plugin_failure():
+    """A backtest branch or a snapshot whose collectives failed must stop the step, not become
+    a PluginFailed the step commits with (RankLost is a BaseException)."""
+    from evo_core.harness.engine import ENGINE
+    from evo_core.harness.isolation import Isolation
+    from evo_core.trainer.ranks import RankLost
+
+    emitted: list = []
+    iso = Isolation("run", 3, emitted.append, ENGINE)
+
+    def snapshot():
+        raise RankLost("a rank of this launch is gone")
+
+    with pytest.raises(RankLost):
+        iso.call("trainer", "snapshot", snapshot)
+    assert emitted == []
+    assert iso.call("trainer", "snapshot", lambda: 1 / 0)[0] is False and len(emitted) == 1  # others are isolated

@@ -6,6 +6,7 @@ one-line error before anything is loaded."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -97,14 +98,17 @@ def swe_run():
     os.chmod(root, 0o755)
     try:
         # SWE grading runs pytest in the sandbox for every rollout: fewer of them on 2 cores
-        yield _run("swe", root, swe_files, "--set", "rl.prompts_per_step=2", "--set", "rl.group_size=2")
+        # and 2 turns per episode (the recipe's 30 would be 30 server calls per rollout)
+        events, run_id = _run("swe", root, swe_files, "--set", "rl.prompts_per_step=2", "--set", "rl.group_size=2",
+                              "--set", "rl.episode_max_turns=2")
+        yield events, run_id, f"sqlite:///{root}/evo.sqlite"
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.slow
 def test_swe_recipe_runs_two_rl_steps(swe_run):
-    events, _ = swe_run
+    events, *_ = swe_run
     _check_run(events, recipe="swe", prompts=2, group=2, test=1, signal="patch_source")
     rollouts = [e for e in events if isinstance(e, RolloutCompleted)]
     # graded in the sandbox after a pristine reset: the hidden F2P test ran and failed (no fix)
@@ -112,12 +116,31 @@ def test_swe_recipe_runs_two_rl_steps(swe_run):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="RLSession samples one completion per rollout; it does not call "
-                                       "Domain.run_episode, so SWE rollouts are not multi-turn tool episodes yet")
 def test_swe_recipe_rollouts_are_multi_turn_tool_episodes(swe_run):
-    events, _ = swe_run
+    events, run_id, url = swe_run
+    started = events[0]
+    assert started.config["rl"]["rollout"] == "episode"  # the recipe's own setting
     rollouts = [e for e in events if isinstance(e, RolloutCompleted)]
     assert rollouts and all(r.signals["n_steps"] >= 1 and r.signals["n_tool_calls"] >= 1 for r in rollouts)
+    # the SWE episode's own stats joined the verdict's signals; 2 turns at most (rl.episode_max_turns)
+    assert all(r.signals["n_steps"] <= 2 and r.signals["stop_reason"] in ("submit", "max_steps", "max_tokens")
+               for r in rollouts)
+    # graded in the sandbox on the episode's workspace diff, not on a patch in the reply's text
+    assert all(r.signals["sandbox"] and r.signals["patch_source"] == "workspace" for r in rollouts)
+    assert all(0 < r.length <= 2 * 3 for r in rollouts)  # generated tokens only (2 replies of <= 3 tokens)
+    # the trajectory blob holds each episode's turns and which tokens the policy generated
+    st = open_store(url)
+    try:
+        blob = json.loads(st.blobs.get(rollouts[0].trajectory))
+    finally:
+        st.close()
+    rows = {r["rollout_id"]: r for r in blob["rollouts"]}
+    row = rows[rollouts[0].event_id]
+    assert [t["role"] for t in row["turns"]][:2] == ["assistant", "tool"]
+    assert len(row["loss_mask"]) == len(row["token_ids"]) and sum(row["loss_mask"]) == rollouts[0].length
+    for cmd in (("verify", run_id), ("audit", run_id, "--json")):  # the log of an episode run checks out
+        r = evo(*cmd, "--store", url, timeout=300)
+        assert r.returncode == 0, (cmd, r.stderr[-2000:])
 
 
 # --- a missing path: one line, before anything loads (fast) --------------------------------

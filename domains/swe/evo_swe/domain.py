@@ -106,12 +106,18 @@ class SWEDomain:
         return parse_row(task.gold, source=f"task {task.task_id}")
 
     # -- the episode -----------------------------------------------------------------------
-    def run_episode(self, task: Task, policy: Any, *, budget: Optional[Budget] = None) -> EpisodeResult:
+    def run_episode(self, task: Task, policy: Any, *, budget: Optional[Budget] = None,
+                    max_turns: Optional[int] = None) -> EpisodeResult:
+        """One tool episode in a sandboxed workspace (``evo_core.api.EpisodeDomain``);
+        ``max_turns`` caps the budget's ``max_steps`` (the trainer's ``[rl] episode_max_turns``)."""
+        budget = budget or self.budget
+        if max_turns:
+            budget = attrs.evolve(budget, max_steps=min(budget.max_steps, int(max_turns)))
         t = self.swe_task(task)
         env, _ = self.grader.env(t)
         assert self.grader.executor is not None
         with Workspace.create(self.grader.pristine(t), env, self.grader.executor) as ws:
-            return run_episode(ws, t.problem_statement, policy, budget=budget or self.budget)
+            return run_episode(ws, t.problem_statement, policy, budget=budget)
 
     # -- grading ---------------------------------------------------------------------------
     def _verdict(self, task: Task, completion: Completion, *, tests: TestScope, reset: bool, strict: bool) -> Verdict:

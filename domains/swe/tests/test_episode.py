@@ -166,3 +166,33 @@ def test_single_turn_diff_in_text(domain, task, median_task):
     assert v.reward == 1.0 and v.signals["patch_source"] == "text"
     v = domain.verify(task, Completion(text="I could not find the bug."))
     assert v.reward == 0.0 and v.signals["patch_source"] == "none"
+
+
+def test_the_trainers_agent_drives_a_sandboxed_episode(domain, task):
+    """What ``[rl] rollout = "episode"`` does with this domain: the core's agent (rendering,
+    one sample per call through a rollout engine) runs real sandboxed tool calls, ``max_turns``
+    caps the episode, and the conversation lays out as one sequence with a loss mask."""
+    from evo_core.trainer.episodes import PolicyAgent, episode_sample
+    from evo_core.trainer.protocols import Sample, SamplingParams
+    from evo_core.trainer.tokenizer import CharTokenizer
+
+    tok = CharTokenizer()
+    replies = [call("bash", command="grep -n 'def median' minilib/stats.py"), call("bash", command="true"),
+               call("submit")]
+
+    class Engine:
+        def generate(self, prompts, params, *, generator=None):
+            r = replies.pop(0)
+            return [[Sample(prompt=prompts[0], text=r, prompt_ids=tuple(tok.encode(prompts[0], add_bos=True)),
+                            token_ids=tuple(tok.encode(r)))]]
+
+    agent = PolicyAgent(Engine(), SamplingParams(max_new_tokens=64))
+    res = domain.run_episode(task, agent, max_turns=2)
+    assert res.stop_reason == "max_steps" and res.stats["n_steps"] == 2 and res.stats["n_tool_calls"] == 2
+    tools = [t for t in res.completion.turns if t["role"] == "tool"]
+    assert "def median" in tools[0]["output"] and tools[0]["exit_code"] == 0  # ran in the sandbox
+    s = episode_sample(agent.calls, tok.encode, truncated=res.completion.truncated)
+    first, second = (len(tok.encode(c.text)) for c in agent.calls)
+    assert s.n_generated == first + second and s.loss_mask[:first] == (1,) * first
+    assert s.loss_mask[-second:] == (1,) * second and 0 in s.loss_mask
+    assert list(s.prompt_ids) + list(s.token_ids) == tok.encode(agent.calls[1].prompt + agent.calls[1].text, add_bos=True)

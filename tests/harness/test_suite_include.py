@@ -1,0 +1,33 @@
+"""``benchmarks/evolution.py --include``: rows of an earlier report join the aggregate only for
+cells the stores lack, and each keeps its source."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _evolution():
+    spec = importlib.util.spec_from_file_location("evolution_bench", ROOT / "benchmarks" / "evolution.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _row(cell, flaw, arm, seed, test):
+    return {"cell": cell, "flaw": flaw, "arm": arm, "seed": seed, "mode": "cold", "test_main": test, "hack_main": 0.1,
+            "test_early_stop": test + 0.1, "hack_early_stop": 0.0}
+
+
+def test_included_rows_fill_only_missing_cells_of_the_selection(tmp_path):
+    ev = _evolution()
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"runs": [_row("a__fixed__seed0", "a", "fixed", 0, 0.1),
+                                        _row("a__evolving__seed0", "a", "evolving", 0, 0.6),
+                                        _row("b__fixed__seed0", "b", "fixed", 0, 0.2),
+                                        _row("a__fixed__seed3", "a", "fixed", 3, 0.3)]}))
+    rows = ev.included_rows([str(old)], {"a__evolving__seed0"}, ["a"], [0], mode="cold")
+    assert [r["cell"] for r in rows] == ["a__fixed__seed0"] and rows[0]["source"] == str(old)
+    agg = ev.aggregate(rows)
+    assert agg["a"]["fixed+early-stop"]["test_main"]["values"] == [0.2]  # derived from the included fixed row
