@@ -140,6 +140,21 @@ class Comm:
         self.traffic.count("broadcast", n)
         return obj if self.leader else pickle.loads(buf.cpu().numpy().tobytes())
 
+    def _padded(self, obj: Any) -> tuple[bytes, list[int], Any]:
+        """``obj`` pickled, every rank's pickle length, and this rank's bytes padded to the
+        longest: gathers of unequal payloads need equal-sized tensors."""
+        import torch
+        import torch.distributed as dist
+
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        sizes = [torch.zeros(1, dtype=torch.long, device=self.device) for _ in range(self.world_size)]
+        dist.all_gather(sizes, torch.tensor([len(data)], dtype=torch.long, device=self.device))
+        lens = [int(s.item()) for s in sizes]
+        mine = torch.zeros(max(lens), dtype=torch.uint8, device=self.device)
+        if data:
+            mine[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device)
+        return data, lens, mine
+
     def all_gather(self, obj: Any) -> list[Any]:
         """Every rank's ``obj``, in rank order, on every rank."""
         import torch
@@ -148,15 +163,8 @@ class Comm:
         if self.world_size == 1:
             self.traffic.count("gather", 0)
             return [obj]
-        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        sizes = [torch.zeros(1, dtype=torch.long, device=self.device) for _ in range(self.world_size)]
-        dist.all_gather(sizes, torch.tensor([len(data)], dtype=torch.long, device=self.device))
-        lens = [int(s.item()) for s in sizes]
-        top = max(lens)
-        mine = torch.zeros(top, dtype=torch.uint8, device=self.device)
-        if data:
-            mine[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device)
-        bufs = [torch.empty(top, dtype=torch.uint8, device=self.device) for _ in range(self.world_size)]
+        _, lens, mine = self._padded(obj)
+        bufs = [torch.empty(max(lens), dtype=torch.uint8, device=self.device) for _ in range(self.world_size)]
         dist.all_gather(bufs, mine)
         self.traffic.count("gather", sum(lens))
         return [pickle.loads(b[:n].cpu().numpy().tobytes()) for b, n in zip(bufs, lens)]
@@ -170,15 +178,8 @@ class Comm:
         if self.world_size == 1:
             self.traffic.count("gather", 0)
             return [obj]
-        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        sizes = [torch.zeros(1, dtype=torch.long, device=self.device) for _ in range(self.world_size)]
-        dist.all_gather(sizes, torch.tensor([len(data)], dtype=torch.long, device=self.device))
-        lens = [int(s.item()) for s in sizes]
-        top = max(lens)
-        mine = torch.zeros(top, dtype=torch.uint8, device=self.device)
-        if data:
-            mine[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device)
-        bufs = [torch.empty(top, dtype=torch.uint8, device=self.device) for _ in range(self.world_size)] \
+        data, lens, mine = self._padded(obj)
+        bufs = [torch.empty(max(lens), dtype=torch.uint8, device=self.device) for _ in range(self.world_size)] \
             if self.leader else None
         dist.gather(mine, bufs, dst=0)
         self.traffic.count("gather", sum(lens) if self.leader else len(data))
