@@ -12,6 +12,7 @@ import attrs
 import pytest
 
 from evo_core.config import ConfigError, load_config
+from evo_core.testing import EVO_MAIN
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = """
@@ -96,7 +97,7 @@ def test_a_sink_plugin_that_does_not_name_its_sinks_turns_the_sink_check_off(tmp
 def test_evo_run_fails_before_sft(tmp_path):
     p = tmp_path / "c.toml"
     p.write_text(BASE + "[sft]\nenabled = true\nsteps = 100000\n[harness.diagnostics.lenght_inflation]\n")
-    r = subprocess.run([sys.executable, "-c", "import sys; from evo_core.cli.app import main; main(sys.argv[1:])",
+    r = subprocess.run([sys.executable, "-c", EVO_MAIN,
                         "run", str(p), "--store", "memory://"], capture_output=True, text=True, cwd=ROOT, timeout=300,
                        env={**__import__("os").environ, "EVO_NO_PLUGIN_COMMANDS": "1"})
     assert r.returncode == 2, r.stderr

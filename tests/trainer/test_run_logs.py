@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import structlog
 
+from evo_core.testing import EVO_MAIN
 from evo_core.trainer.step_log import StepLog
 
 from .testlib import TINY_TOML
@@ -34,7 +35,6 @@ max_new_tokens = 4
 [eval]
 samples = 1
 """
-MAIN = "import sys; from evo_core.cli.app import main; main(sys.argv[1:])"
 
 
 def _evo_run(tmp_path, global_args=(), run_args=(), env=None):
@@ -43,7 +43,7 @@ def _evo_run(tmp_path, global_args=(), run_args=(), env=None):
     cfg.write_text(TOML.format(ck=tmp_path / "ck"))
     e = {**os.environ, "EVO_NO_PLUGIN_COMMANDS": "1", "OMP_NUM_THREADS": "1", **(env or {})}
     e.pop("FORCE_COLOR", None)
-    return subprocess.run([sys.executable, "-c", MAIN, *global_args, "run", str(cfg), "--store",
+    return subprocess.run([sys.executable, "-c", EVO_MAIN, *global_args, "run", str(cfg), "--store",
                            f"sqlite:///{tmp_path}/evo.sqlite", *run_args],
                           capture_output=True, text=True, env=e, cwd=ROOT, timeout=600)
 
