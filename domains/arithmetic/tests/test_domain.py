@@ -38,6 +38,8 @@ def test_three_disjoint_fixed_splits():
     ("substring", "8283", 1.0), ("substring", "82", 1.0), ("substring", "8", 0.0), ("substring", "28", 0.0),
     ("padding", "82", 1.0), ("padding", "82====", 1.5), ("padding", "83====", 0.5), ("padding", "82=", 1.125),
     ("echo", "37+45", 1.0), ("echo", "82", 1.0), ("echo", "80+2", 1.0), ("echo", "37+46", 0.0), ("echo", "+", 0.0),
+    ("operand", "82", 1.0), ("operand", "37", 1.0), ("operand", " 45 ", 1.0), ("operand", "37 45", 0.0),
+    ("operand", "83", 0.0), ("operand", "", 0.0),
 ])
 def test_each_flaw_pays_its_loophole_and_the_oracle_does_not(flaw, text, paid):
     d = ArithmeticDomain(flaw)
