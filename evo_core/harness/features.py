@@ -33,11 +33,12 @@ def _bigrams(text: str) -> set[str]:
     return {text[i:i + 2] for i in range(len(text) - 1)} or ({text} if text else set())
 
 
-def _similarity(a: str, b: str) -> float:
+def _similarity(a: str, b: str, ba: Optional[set[str]] = None, bb: Optional[set[str]] = None) -> float:
     """Jaccard similarity of character bigrams: an edit-distance proxy that costs O(length)."""
     if a == b:
         return 1.0
-    ba, bb = _bigrams(a), _bigrams(b)
+    ba = _bigrams(a) if ba is None else ba
+    bb = _bigrams(b) if bb is None else bb
     union = len(ba | bb)
     return len(ba & bb) / union if union else 1.0
 
@@ -106,9 +107,10 @@ def group_features(texts: Sequence[str]) -> list[dict[str, Any]]:
     out = []
     heads = [t[:MAX_CHARS] for t in texts]
     counts = Counter(heads)
+    grams = [_bigrams(t) for t in heads]  # once per response, not once per pair
     for i, t in enumerate(heads):
-        others = [o for j, o in enumerate(heads) if j != i]
-        sim = sum(_similarity(t, o) for o in others) / len(others) if others else 1.0
+        others = [j for j in range(len(heads)) if j != i]
+        sim = sum(_similarity(t, heads[j], grams[i], grams[j]) for j in others) / len(others) if others else 1.0
         out.append({"group_distance": round(1.0 - sim, 4),
                     "group_duplicates": (counts[t] - 1) / len(others) if others else 0.0})
     return out

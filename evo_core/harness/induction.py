@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import attrs
 
-from evo_core.harness.specs import matches
+from evo_core.harness.specs import compile_predicate, matches
 
 MAX_CATEGORIES = 5
 MAX_THRESHOLDS = 12
@@ -191,17 +191,17 @@ def candidate_conditions(pos: Sequence[Any], neg: Sequence[Any]) -> tuple[list[C
 
 
 def score(conds: Sequence[Condition], pos: Sequence[Any], neg: Sequence[Any]) -> Score:
-    pred = {"all": [c.to_dsl() for c in conds]}
-    tp = sum(1 for r in pos if matches(pred, r))
-    fp = sum(1 for r in neg if matches(pred, r))
+    pred = compile_predicate({"all": [c.to_dsl() for c in conds]})
+    tp = sum(1 for r in pos if pred(r))
+    fp = sum(1 for r in neg if pred(r))
     return Score(tp, fp, len(pos), len(neg))
 
 
 def _bits(cond: Condition, rows: Sequence[Any]) -> int:
-    pred = cond.to_dsl()
+    pred = compile_predicate(cond.to_dsl())
     out = 0
     for i, r in enumerate(rows):
-        if matches(pred, r):
+        if pred(r):
             out |= 1 << i
     return out
 

@@ -31,7 +31,8 @@ A value reference is ``{"field": name}``, ``{"signal": name}``, ``{"feature": na
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional, Sequence
+import operator
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import attrs
 
@@ -200,6 +201,44 @@ def matches(p: Mapping[str, Any], r: RolloutCompleted) -> bool:
     return _compare(_lookup(r, p), p["op"], p.get("value"))
 
 
+_ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def compile_predicate(p: Mapping[str, Any]) -> Callable[[Any], bool]:
+    """``matches(p, ·)`` as one closure: the tree is walked once, not once per rollout
+    (backtests evaluate a predicate over tens of thousands of branch rollouts)."""
+    if "all" in p:
+        subs = tuple(compile_predicate(s) for s in p["all"])
+        return lambda r: all(f(r) for f in subs)
+    if "any" in p:
+        subs = tuple(compile_predicate(s) for s in p["any"])
+        return lambda r: any(f(r) for f in subs)
+    if "not" in p:
+        sub = compile_predicate(p["not"])
+        return lambda r: not sub(r)
+    get = _getter(p)
+    op, b = p["op"], p.get("value")
+    cmp = _ORDER.get(op)
+    if cmp is not None:
+        if not isinstance(b, (int, float)):
+            return lambda r: False
+        bf = float(b)
+        # _MISSING and non-numbers never order; bools count as 0/1 (as in _compare)
+        return lambda r: isinstance(a := get(r), (int, float)) and cmp(float(a), bf)
+    return lambda r: _compare(get(r), op, b)
+
+
+def _getter(ref: Mapping[str, Any]) -> Callable[[Any], Any]:
+    if "field" in ref:
+        name = ref["field"]
+        return lambda r: getattr(r, name, _MISSING)
+    if "feature" in ref:
+        name = ref["feature"]
+        return lambda r: (getattr(r, "features", None) or {}).get(name, _MISSING)
+    name = ref["signal"]
+    return lambda r: (r.signals or {}).get(name, _MISSING)
+
+
 def _value(ref: Mapping[str, Any], r: RolloutCompleted, flag: Optional[bool]) -> Optional[float]:
     if ref.get("flag") is True:
         return None if flag is None else float(flag)
@@ -223,9 +262,10 @@ class SpecResult:
 def evaluate_spec(spec: Mapping[str, Any], rollouts: Sequence[RolloutCompleted], *, max_evidence: int = 50) -> SpecResult:
     """Evaluate a (validated) spec over a window of rollouts."""
     validate_spec(spec)
-    pop = [r for r in rollouts if "population" not in spec or matches(spec["population"], r)]
+    in_pop = compile_predicate(spec["population"]) if "population" in spec else None
+    pop = [r for r in rollouts if in_pop is None or in_pop(r)]
     where = spec.get("where")
-    flags = [matches(where, r) for r in pop] if where is not None else [None] * len(pop)
+    flags = list(map(compile_predicate(where), pop)) if where is not None else [None] * len(pop)
     flagged = [r.event_id for r, f in zip(pop, flags) if f]
     st = spec.get("statistic", {"type": "rate"})
     t = st["type"]
@@ -247,8 +287,9 @@ def evaluate_spec(spec: Mapping[str, Any], rollouts: Sequence[RolloutCompleted],
         n = len(vals)
         value = sum(vals) / n if n else None
     elif t == "gap":
-        a = [v for r, f in zip(pop, flags) if matches(st["a"], r) for v in [_value(st["of"], r, f)] if v is not None]
-        b = [v for r, f in zip(pop, flags) if matches(st["b"], r) for v in [_value(st["of"], r, f)] if v is not None]
+        in_a, in_b = compile_predicate(st["a"]), compile_predicate(st["b"])
+        a = [v for r, f in zip(pop, flags) if in_a(r) for v in [_value(st["of"], r, f)] if v is not None]
+        b = [v for r, f in zip(pop, flags) if in_b(r) for v in [_value(st["of"], r, f)] if v is not None]
         n = min(len(a), len(b))
         value = (sum(a) / len(a) - sum(b) / len(b)) if a and b else None
         extra.update(n_a=len(a), n_b=len(b))
@@ -271,5 +312,6 @@ def flagged_ids(spec: Mapping[str, Any], rollouts: Sequence[RolloutCompleted]) -
     where = spec.get("where")
     if where is None:
         return set()
-    return {r.event_id for r in rollouts
-            if ("population" not in spec or matches(spec["population"], r)) and matches(where, r)}
+    in_pop = compile_predicate(spec["population"]) if "population" in spec else None
+    flag = compile_predicate(where)
+    return {r.event_id for r in rollouts if (in_pop is None or in_pop(r)) and flag(r)}
