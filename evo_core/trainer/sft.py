@@ -3,8 +3,8 @@
 A policy built from scratch cannot do RL on a sparse reward; a few hundred supervised
 steps make it competent but imperfect. The checkpoint is cached under
 ``cache_dir/<key>`` where the key hashes everything that determines the weights (model
-config and seed, SFT settings, domain and task source), so the fixed and evolving runs of
-the quickstart, and any rerun, reuse it.
+config and seed, SFT settings, domain and task source, and a digest of the targets the
+domain returns), so the fixed and evolving runs of the quickstart, and any rerun, reuse it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import random
 import shutil
 import tempfile
 import time
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import structlog
 
@@ -25,6 +25,7 @@ from evo_core.api import Task
 
 log = structlog.get_logger("evo.sft")
 SFT_CODE_VERSION = "1"
+TARGET_DIGEST_STEPS = 64
 
 
 def sft_key(parts: Mapping[str, Any]) -> str:
@@ -49,12 +50,32 @@ def lr_at(step: int, cfg: Any) -> float:
     return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * prog))
 
 
+def sft_batches(domain: Any, tasks: Sequence[Task], cfg: Any, *, seed: int) -> Iterator[tuple[list[Task], list[str]]]:
+    """The SFT's (tasks, targets) per step: one seeded stream, shared by training and the cache key."""
+    rng = random.Random(f"sft:{seed}")
+    for _ in range(cfg.steps):
+        batch = [tasks[rng.randrange(len(tasks))] for _ in range(cfg.batch_size)]
+        yield batch, [reference_target(domain, t, rng, cfg.options) for t in batch]
+
+
+def targets_digest(domain: Any, tasks: Sequence[Task], cfg: Any, *, seed: int, steps: int = TARGET_DIGEST_STEPS) -> str:
+    """A hash of the first ``steps`` batches of SFT targets. It joins the cache key because the
+    config does not pin what a domain's ``sft_target`` returns: a changed plant or reference
+    answer must train a new warm start, not load the old one."""
+    h = hashlib.sha256()
+    for n, (batch, targets) in enumerate(sft_batches(domain, tasks, cfg, seed=seed)):
+        if n >= steps:
+            break
+        for t, target in zip(batch, targets):
+            h.update(f"{t.task_id}\x1f{target}\x1e".encode())
+    return h.hexdigest()[:16]
+
+
 def train_sft(policy: Any, domain: Any, tasks: Sequence[Task], cfg: Any, *, seed: int,
               on_step: Optional[Callable[[int, float], None]] = None) -> dict[str, float]:
     """Supervised steps on prompt → reference answer (+EOS). Returns summary metrics."""
     import torch
 
-    rng = random.Random(f"sft:{seed}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         params = [p for p in policy.model.parameters() if p.requires_grad]
@@ -64,10 +85,9 @@ def train_sft(policy: Any, domain: Any, tasks: Sequence[Task], cfg: Any, *, seed
         model.train()
         loss_val = float("nan")
         t0 = time.perf_counter()
-        for step in range(1, cfg.steps + 1):
-            batch = [tasks[rng.randrange(len(tasks))] for _ in range(cfg.batch_size)]
+        for step, (batch, targets) in enumerate(sft_batches(domain, tasks, cfg, seed=seed), 1):
             p_ids = [policy.encode_prompt(t.prompt) for t in batch]
-            c_ids = [tok.encode(reference_target(domain, t, rng, cfg.options)) + [tok.eos_id] for t in batch]
+            c_ids = [tok.encode(target) + [tok.eos_id] for target in targets]
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, cfg)
             logp, mask, _ = policy.score(p_ids, c_ids)
@@ -89,7 +109,8 @@ def warm_start(policy: Any, domain: Any, tasks: Sequence[Task], cfg: Any, *, see
     ``{"key", "cached", **metrics}``."""
     import torch
 
-    key = sft_key({**key_parts, "sft": {k: v for k, v in _asdict(cfg).items() if k != "cache_dir"}, "seed": seed})
+    key = sft_key({**key_parts, "sft": {k: v for k, v in _asdict(cfg).items() if k != "cache_dir"}, "seed": seed,
+                   "targets": targets_digest(domain, tasks, cfg, seed=seed)})
     path = os.path.join(cfg.cache_dir, key) if cfg.cache_dir else ""
     weights = os.path.join(path, "weights.pt")
     if path and os.path.exists(weights):

@@ -34,3 +34,22 @@ def test_sft_schedule_warms_up_then_decays_to_min():
     cfg = SFTSection(steps=100, lr=1e-3, warmup_steps=10, min_lr=1e-4)
     assert lr_at(1, cfg) == 1e-4 and lr_at(10, cfg) == 1e-3
     assert lr_at(55, cfg) < 1e-3 and abs(lr_at(100, cfg) - 1e-4) < 1e-12
+
+
+def test_a_domain_whose_targets_change_gets_a_new_warm_start(tmp_path):
+    """The config does not pin what ``sft_target`` returns (a domain's plant can change with
+    its code): the cache key carries a digest of the targets, so the old weights are not reused."""
+
+    class ChangedPlant(ArithmeticDomain):
+        def sft_target(self, task, rng, *, plant_rate=0.0):
+            out = super().sft_target(task, rng, plant_rate=plant_rate)
+            return out if out == task.gold else out + "!"
+
+    tasks = ArithmeticDomain().load_tasks(TaskSource(path=SOURCE))
+    cfg = SFTSection(enabled=True, steps=2, batch_size=16, cache_dir=str(tmp_path), options={"plant_rate": 0.5})
+    a = warm_start(HFPolicy.tiny(TinyModelConfig(**TINY_MODEL)), ArithmeticDomain(), tasks, cfg, seed=0, key_parts={"m": 1})
+    b = warm_start(HFPolicy.tiny(TinyModelConfig(**TINY_MODEL)), ChangedPlant(), tasks, cfg, seed=0, key_parts={"m": 1})
+    assert not b["cached"] and b["key"] != a["key"]
+    same = warm_start(HFPolicy.tiny(TinyModelConfig(**TINY_MODEL)), ArithmeticDomain(), tasks, cfg, seed=0,
+                      key_parts={"m": 1})
+    assert same["cached"] and same["key"] == a["key"]
