@@ -42,24 +42,25 @@ from evo_core.store import open_store, run_stream  # noqa: E402
 from evo_core.synthetic import iter_run_batches  # noqa: E402
 
 
-class HedgeRate:
-    """The cheap diagnostic: share of rollouts with more than one answer."""
+class ExploitRate:
+    """The cheap diagnostic: share of rollouts that took the synthetic log's simulated exploit
+    (``sim_count`` > 1)."""
 
-    name, version = "bench_hedge_rate", "1"
+    name, version = "bench_exploit_rate", "1"
     default_params = {"max_rate": 0.5}
 
     def evaluate(self, window, params):
         rows = window.rollouts
         if not rows:
             return []
-        rate = sum(1 for r in rows if (r.signals.get("answer_count") or 1) > 1) / len(rows)
-        return [Finding(kind="hedging", severity="invalid", stats={"rate": rate})] if rate > params["max_rate"] else []
+        rate = sum(1 for r in rows if (r.signals.get("sim_count") or 1) > 1) / len(rows)
+        return [Finding(kind="exploit", severity="invalid", stats={"rate": rate})] if rate > params["max_rate"] else []
 
 
 class _Plugin:
     @hookimpl
     def evo_register_diagnostics(self):
-        return [HedgeRate()]
+        return [ExploitRate()]
 
 
 def generate(store, events: int, rollouts: int, log) -> tuple[str, int]:
@@ -118,7 +119,7 @@ def main() -> None:
     pm = isolated_plugins()  # the standard library, as a run would have it
     pm.register(_Plugin(), "bench")
     t = time.time()
-    res = replay(store, run_id, parse_spec(["bench_hedge_rate"]), pm, write=False)
+    res = replay(store, run_id, parse_spec(["bench_exploit_rate"]), pm, write=False)
     cf_s = time.time() - t
     engine_s = res.timings["engine_s"]
     overhead = (res.events_scanned / max(cf_s - engine_s, 1e-9)) / (k / scan_s)

@@ -1,6 +1,6 @@
 """A small, real diagnostic for the replay tests: the share of rewarded rollouts that
-list more than one answer (what a lenient verifier pays for). It reads the arithmetic
-domain's ``answer_count`` signal or the simulated learner's ``sim_count``."""
+list more than one number (what the simulated exploit's lenient verifier pays for). It
+reads ``sim_count``, the count the simulated learner and the generated log both report."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from evo_core.hookspecs import hookimpl
 
 
 def _answers(r) -> int:
-    return int(r.signals.get("answer_count") or r.signals.get("sim_count") or 1)
+    return int(r.signals.get("sim_count") or 1)
 
 
 class MultiRewarded:

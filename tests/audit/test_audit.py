@@ -43,7 +43,7 @@ def test_chain_matches_the_log(evo_tiny_run):
         assert [b["ci"] for b in chain.backtests] == [list(b.ci) for b in bt]
         assert (chain.decision["harness_version_before"], chain.decision["harness_version_after"]) == \
             (promo.harness_version_before, promo.harness_version_after)
-        assert chain.plugin_versions["answer_hedging"] == "1" and chain.plugin_versions["rules"] == "1"
+        assert chain.plugin_versions["sim_exploit"] == "1" and chain.plugin_versions["rules"] == "1"
         assert chain.skill["skill_id"] == promo.skill_id
         assert chain.verification.verified and chain.verification.head_version == len(events)
         assert chain.verification.first_version == min(chain.shown_versions)

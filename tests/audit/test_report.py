@@ -59,7 +59,7 @@ def test_report_contents_and_bounds(evo_store, tmp_path):
     for p in promos:  # each timeline marker links to its audit entry
         assert f'href="#d-{p.event_id}"' in html and f'id="d-{p.event_id}"' in html
     assert "hash chain verified" in html and "0.15" in html  # fixed mean over two runs
-    assert "multi_answer_penalty" in html  # skills table
+    assert "sim_exploit_penalty" in html  # skills table
 
 
 def test_bad_report_input(evo_tiny_run, tmp_path):

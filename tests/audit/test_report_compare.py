@@ -23,7 +23,7 @@ NEW_EVALS = dict(splits=("validation", "test"), eval_metrics=("strict_accuracy",
 
 
 def _runs(store):
-    """An evolving run whose interventions curb hedging, a fixed one, and an old-style log
+    """An evolving run whose interventions curb the simulated exploit, a fixed one, and an old-style log
     (one "heldout" split, strict accuracy only, no policy gate)."""
     evolving = generate_run(store, run_id="evolving", steps=120, rollouts_per_step=8, seed=1, decision_every=20,
                             eval_every=10, curb=0.35, **NEW_EVALS)

@@ -40,7 +40,7 @@ def test_runs_log_checkout_diff_json(store_with_run):
     r = evo("diff", run_id, "0", "2", "--store", url)
     assert r.returncode == 0 and "+ intervention" in r.stdout and "ledger: promoted" in r.stdout
     r = evo("checkout", run_id, "--at", "2", "--store", url)
-    assert r.returncode == 0 and "harness v2" in r.stdout and "multi_answer_penalty" in r.stdout
+    assert r.returncode == 0 and "harness v2" in r.stdout and "sim_exploit_penalty" in r.stdout
 
 
 @pytest.mark.parametrize("args, message", [

@@ -188,7 +188,7 @@ def test_diff_states_is_structured(evo_tiny_run):
     d = diff_states(a, b)
     assert d["harness_version"] == [0, 1]
     (pid, added), = d["interventions"]["added"].items()
-    assert added["name"] == "multi_answer_penalty" and added["params"] == {"penalty": 0.6}
+    assert added["name"] == "sim_exploit_penalty" and added["params"] == {"penalty": 0.6}
     assert [e["decision"] for e in d["ledger"]] == ["promoted"]
     assert diff_states(b, b) == {"run_id": run_id, "from_position": b.position, "to_position": b.position}
     back = diff_states(b, a)

@@ -50,5 +50,5 @@ def test_runs_on_a_real_log(evo_tiny_run):
     store, run_id = evo_tiny_run
     rollouts = tuple(e for e in store.events(run_stream(run_id)) if isinstance(e, RolloutCompleted))
     findings = plugin.ResponseLengthSpike().evaluate(Window(run_id=run_id, step=12, rollouts=rollouts), {})
-    # the synthetic log grows hedged (longer) answers slowly: no spike
+    # the synthetic log grows exploiting (longer) answers slowly: no spike
     assert findings == []
