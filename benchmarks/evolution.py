@@ -191,9 +191,10 @@ def included_rows(paths: list[str], have: set[str], flaws: list[str], seeds: lis
     """Run rows of earlier reports (their ``runs``), for the selected flaws and seeds, that no store
     here holds: a report keeps what was read from the logs of cells whose stores are gone."""
     out: list[dict[str, Any]] = []
+    modes = ("cold", "warm") if mode == "both" else (mode,)
     for path in paths:
         for r in json.loads(Path(path).read_text())["runs"]:
-            if (r["cell"] not in have and r["flaw"] in flaws and r["seed"] in seeds and r.get("mode", "cold") == mode
+            if (r["cell"] not in have and r["flaw"] in flaws and r["seed"] in seeds and r.get("mode", "cold") in modes
                     and not r.get("derived_from")):
                 out.append({**r, "source": r.get("source") or str(path)})
                 have.add(r["cell"])

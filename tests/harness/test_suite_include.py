@@ -31,3 +31,14 @@ def test_included_rows_fill_only_missing_cells_of_the_selection(tmp_path):
     assert [r["cell"] for r in rows] == ["a__fixed__seed0"] and rows[0]["source"] == str(old)
     agg = ev.aggregate(rows)
     assert agg["a"]["fixed+early-stop"]["test_main"]["values"] == [0.2]  # derived from the included fixed row
+
+
+def test_included_rows_follow_the_selected_modes(tmp_path):
+    ev = _evolution()
+    old = tmp_path / "old.json"
+    warm = {**_row("a__evolving-warm__seed0", "a", "evolving-warm", 0, 0.7), "mode": "warm"}
+    old.write_text(json.dumps({"runs": [_row("a__fixed__seed0", "a", "fixed", 0, 0.1), warm]}))
+    cells = lambda mode: [r["cell"] for r in ev.included_rows([str(old)], set(), ["a"], [0], mode=mode)]  # noqa: E731
+    assert cells("cold") == ["a__fixed__seed0"]
+    assert cells("warm") == ["a__evolving-warm__seed0"]
+    assert cells("both") == ["a__fixed__seed0", "a__evolving-warm__seed0"]
