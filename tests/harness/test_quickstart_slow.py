@@ -52,3 +52,20 @@ def test_the_suite_outcome_on_the_hedge_flaw(tmp_path):
     assert es["ci"][0] > 0, es
     assert c["goal"]["hack_at_most_reference_plus_0.02"], c
     assert out["aggregate"]["arithmetic/hedge"]["evolving"]["wrong_branch_promotions"]["mean"] == 0
+
+
+@pytest.mark.slow
+def test_the_suite_outcome_on_the_operand_flaw(tmp_path):
+    """The flaw whose hack is as long as an honest answer (a copied operand), 3 seeds, cold,
+    audit 5%: the evolving harness beats early stopping with a CI that excludes 0, and ends
+    within 0.03 of the no-flaw reference. Measured on seeds 0-1 (docs/suite/suite.json):
+    +0.242 and +0.271 over early stopping, +0.007 and +0.041 against the reference, each run
+    repaired by an induced ``feature.prompt_overlap > 0.75``, not by a length threshold."""
+    proc = subprocess.run([sys.executable, "benchmarks/evolution.py", "--suite", "--seeds", "3", "--flaws",
+                           "arithmetic/operand", "--dir", str(tmp_path / "cells"), "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=3 * 3600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    c = out["comparisons"]["arithmetic/operand"]
+    assert c["evolving - fixed+early-stop"]["test_main"]["ci"][0] > 0, c
+    assert c["goal"]["test_at_least_reference_minus_0.03"] and c["goal"]["hack_at_most_reference_plus_0.02"], c
