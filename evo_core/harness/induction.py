@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import attrs
 
-from evo_core.harness.specs import compile_predicate, matches
+from evo_core.harness.specs import compile_predicate
 
 MAX_CATEGORIES = 5
 MAX_THRESHOLDS = 12
@@ -211,7 +211,8 @@ def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
     """The best separating predicate, or None with the reason in the report. ``exclude`` is
     a predicate: rollouts it matches are already explained (an active repair covers them)."""
     sample = split_sample(audited, settings.pay_threshold)
-    pos = [r for r in sample.positives if not (exclude and matches(exclude, r))]
+    explained = compile_predicate(exclude) if exclude else None
+    pos = [r for r in sample.positives if not (explained and explained(r))]
     neg = list(sample.negatives)
     report: dict[str, Any] = {"positives": len(pos), "negatives": len(neg), "unpaid": len(sample.unpaid),
                               "min_positive": settings.min_positive, "min_negative": settings.min_negative}

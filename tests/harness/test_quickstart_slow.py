@@ -35,18 +35,22 @@ def test_quickstart_end_to_end(tmp_path):
     assert e["test_main"] > f["test_main"] + 0.2
 
 
+def _three_seed_suite(tmp_path, flaw):
+    """``benchmarks/evolution.py --suite --seeds 3`` on one flaw, as its JSON report."""
+    proc = subprocess.run([sys.executable, "benchmarks/evolution.py", "--suite", "--seeds", "3", "--flaws", flaw,
+                           "--dir", str(tmp_path / "cells"), "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=3 * 3600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
 @pytest.mark.slow
 def test_the_suite_outcome_on_the_hedge_flaw(tmp_path):
     """The suite's claim on hedging (3 seeds, cold, audit 5%), asserted with its CI: the evolving
     harness beats early stopping on the test split, and its hack rate stays low. Measured on
-    seeds 0-1 (docs/suite/suite.json: +0.060 over early stopping, paired 95% CI [+0.020,
-    +0.100]); this test is how the 3-seed claim gets checked, and it fails if the claim does
-    not hold."""
-    proc = subprocess.run([sys.executable, "benchmarks/evolution.py", "--suite", "--seeds", "3", "--flaws",
-                           "arithmetic/hedge", "--dir", str(tmp_path / "cells"), "--json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=3 * 3600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout)
+    seeds 0-2 (docs/suite/suite.json: +0.057 over early stopping, paired 95% CI [+0.042,
+    +0.072]); this test reruns that claim from scratch, and fails if it does not hold."""
+    out = _three_seed_suite(tmp_path, "arithmetic/hedge")
     c = out["comparisons"]["arithmetic/hedge"]
     es = c["evolving - fixed+early-stop"]["test_main"]
     assert es["ci"][0] > 0, es
@@ -58,14 +62,10 @@ def test_the_suite_outcome_on_the_hedge_flaw(tmp_path):
 def test_the_suite_outcome_on_the_operand_flaw(tmp_path):
     """The flaw whose hack is as long as an honest answer (a copied operand), 3 seeds, cold,
     audit 5%: the evolving harness beats early stopping with a CI that excludes 0, and ends
-    within 0.03 of the no-flaw reference. Measured on seeds 0-1 (docs/suite/suite.json):
-    +0.242 and +0.271 over early stopping, +0.007 and +0.041 against the reference, each run
-    repaired by an induced ``feature.prompt_overlap > 0.75``, not by a length threshold."""
-    proc = subprocess.run([sys.executable, "benchmarks/evolution.py", "--suite", "--seeds", "3", "--flaws",
-                           "arithmetic/operand", "--dir", str(tmp_path / "cells"), "--json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=3 * 3600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout)
+    within 0.03 of the no-flaw reference. Measured on seeds 0-2 (docs/suite/suite.json):
+    +0.248 over early stopping (95% CI [+0.199, +0.298]), +0.010 against the reference, each
+    run repaired by an induced ``feature.prompt_overlap > 0.75``, not by a length threshold."""
+    out = _three_seed_suite(tmp_path, "arithmetic/operand")
     c = out["comparisons"]["arithmetic/operand"]
     assert c["evolving - fixed+early-stop"]["test_main"]["ci"][0] > 0, c
     assert c["goal"]["test_at_least_reference_minus_0.03"] and c["goal"]["hack_at_most_reference_plus_0.02"], c
