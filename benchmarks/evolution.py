@@ -233,6 +233,37 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def sft_times(d: Path) -> list[float]:
+    """Seconds each cached SFT warm start took to train (one per flaw and seed; the cells' logs
+    start after it, so their wall times leave it out)."""
+    out = []
+    for m in sorted((d / ".evo" / "cache" / "sft").glob("*/metrics.json")):
+        try:
+            t = json.loads(m.read_text()).get("sft_time_s")
+        except (OSError, ValueError):
+            continue
+        if isinstance(t, (int, float)):
+            out.append(float(t))
+    return out
+
+
+def cost(rows: list[dict[str, Any]], sft_s: list[float], *, jobs: int = 2, seeds: tuple[int, ...] = (3, 5)) -> dict[str, Any]:
+    """What the headline matrix costs on this machine, projected from the cells that ran: the
+    median wall time of each (flaw, arm) cell (medians: a cell that shared the CPU with other
+    work is an outlier, not the cost) plus one SFT warm start per flaw and seed, spread over
+    ``jobs`` cells at a time. An estimate: it assumes the jobs stay busy."""
+    cells = [r for r in rows if r.get("mode", "cold") == "cold" and r.get("wall_s") and r["arm"] in ("fixed", "reference", "evolving")]
+    per: dict[str, dict[str, float]] = {}
+    for flaw in sorted({r["flaw"] for r in cells}):
+        per[flaw] = {arm: statistics.median(r["wall_s"] for r in cells if r["flaw"] == flaw and r["arm"] == arm)
+                     for arm in sorted({r["arm"] for r in cells if r["flaw"] == flaw})}
+    sft = statistics.median(sft_s) if sft_s else None
+    one_seed = sum(sum(v.values()) for v in per.values()) + (sft or 0.0) * len(per)
+    return {"median_cell_wall_s": per, "median_sft_s": sft, "sft_runs_measured": len(sft_s), "jobs": jobs,
+            "projected_wall_h": {f"seeds_{n}": round(one_seed * n / max(1, jobs) / 3600, 2) for n in seeds},
+            "budget_h": {"seeds_3": 2.0}}
+
+
 def early_stop_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """fixed+early-stop: the fixed run's trajectory, the best-validation checkpoint kept."""
     out = []
@@ -286,7 +317,7 @@ def fmt(s: dict[str, Any], digits: int = 3) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     agg, comp = result["aggregate"], result["comparisons"]
-    lines = [f"Seeds {result['seeds']}, mode {result['mode']}, audit rate {result['audit_rate']}; "
+    lines = [f"Seeds {result['seeds']} (the `seeds` column gives each flaw's count), mode {result['mode']}, audit rate {result['audit_rate']}; "
              f"mean ± 95% CI half-width across seeds; test split (nothing in the harness read it).", "",
              "| flaw | arm | test acc. (main line) | test acc. (last) | hack rate (main line) | wrong-branch promotions |",
              "|---|---|---|---|---|---|"]
@@ -296,11 +327,17 @@ def markdown(result: dict[str, Any]) -> str:
             s = arms[arm]
             lines.append(f"| {flaw} | {arm} | {fmt(s['test_main'])} | {fmt(s['test_last'])} | {fmt(s['hack_main'])} | "
                          f"{fmt(s['wrong_branch_promotions'], 1)} |")
-    lines += ["", "| flaw | evolving − fixed+early-stop | evolving − reference | goal met |", "|---|---|---|---|"]
+    lines += ["", "| flaw | seeds | evolving − fixed+early-stop | evolving − reference | goal met |", "|---|---|---|---|---|"]
     for flaw, c in comp.items():
         es, ref, goal = c.get("evolving - fixed+early-stop"), c.get("evolving - reference"), c["goal"]
         met = "yes" if all(goal.values()) else "no: " + ", ".join(k for k, v in goal.items() if not v)
-        lines.append(f"| {flaw} | {fmt(es['test_main']) if es else '–'} | {fmt(ref['test_main']) if ref else '–'} | {met} |")
+        n = len((es or ref or {}).get("seeds") or [])
+        lines.append(f"| {flaw} | {n} | {fmt(es['test_main']) if es else '–'} | {fmt(ref['test_main']) if ref else '–'} | {met} |")
+    c = result.get("cost") or {}
+    if c.get("projected_wall_h"):
+        proj = ", ".join(f"{k.split('_')[1]} seeds {v} h" for k, v in c["projected_wall_h"].items())
+        lines += ["", f"Cost on this machine, projected from the cells' median wall times and {c['sft_runs_measured']} "
+                      f"SFT warm starts at {c['jobs']} cells at a time: {proj} (budget for 3 seeds: 2 h)."]
     return "\n".join(lines) + "\n"
 
 
@@ -434,6 +471,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "cells": len(all_cells), "cells_read": len(rows), "failed": [r for r in ran if r.get("returncode")],
         "aggregate": aggregate(rows), "comparisons": comparisons(rows),
         "audit_sweep": aggregate([r for r in rows if "-audit" in r["arm"]]) if args.audit_sweep else None,
+        "cost": cost(rows, sft_times(d), jobs=args.jobs),
         "runs": [{k: v for k, v in r.items() if k not in ("diagnosis_kinds",)} for r in rows],
     }
     table = markdown(result)

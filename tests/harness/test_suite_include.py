@@ -42,3 +42,21 @@ def test_included_rows_follow_the_selected_modes(tmp_path):
     assert cells("cold") == ["a__fixed__seed0"]
     assert cells("warm") == ["a__evolving-warm__seed0"]
     assert cells("both") == ["a__fixed__seed0", "a__evolving-warm__seed0"]
+
+
+def test_the_cost_projection_uses_medians_and_one_sft_per_flaw_and_seed(tmp_path):
+    ev = _evolution()
+    rows = [{**_row(f"a__{arm}__seed{s}", "a", arm, s, 0.5), "wall_s": w}
+            for arm, walls in (("fixed", (100, 120, 5000)), ("reference", (200, 200, 200)), ("evolving", (300, 310, 320)))
+            for s, w in enumerate(walls)]
+    rows.append({**_row("a__evolving-warm__seed0", "a", "evolving-warm", 0, 0.5), "mode": "warm", "wall_s": 9999})
+    cache = tmp_path / ".evo" / "cache" / "sft"
+    for i, t in enumerate((50.0, 70.0, 60.0)):
+        (cache / f"k{i}").mkdir(parents=True)
+        (cache / f"k{i}" / "metrics.json").write_text(json.dumps({"sft_time_s": t}))
+    (cache / "broken").mkdir()
+    (cache / "broken" / "metrics.json").write_text("{not json")
+    c = ev.cost(rows, ev.sft_times(tmp_path), jobs=2, seeds=(3,))
+    assert c["median_cell_wall_s"] == {"a": {"evolving": 310, "fixed": 120, "reference": 200}}  # the 5000 s outlier and the warm cell are out
+    assert c["median_sft_s"] == 60.0 and c["sft_runs_measured"] == 3
+    assert c["projected_wall_h"]["seeds_3"] == round((120 + 200 + 310 + 60) * 3 / 2 / 3600, 2)

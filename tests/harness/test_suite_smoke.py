@@ -31,6 +31,7 @@ def test_the_suite_smoke_runs_every_flaw_and_arm(tmp_path):
     for run in res["runs"]:
         assert run["status"] == "completed" and run["steps"] == 40 and run["test_main"] is not None
     assert (tmp_path / "fig.svg").read_text().startswith("<svg")
+    assert set(res["cost"]["median_cell_wall_s"]) == set(suite_flaws) and res["cost"]["projected_wall_h"]["seeds_3"] > 0
     # a killed suite continues where it stopped: a second call reads every cell, runs none
     again = subprocess.run([sys.executable, "benchmarks/evolution.py", "--smoke", "--dir", str(tmp_path / "cells"),
                             "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
