@@ -233,34 +233,53 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def sft_times(d: Path) -> list[float]:
-    """Seconds each cached SFT warm start took to train (one per flaw and seed; the cells' logs
-    start after it, so their wall times leave it out)."""
-    out = []
+def sft_times(d: Path) -> dict[int, list[float]]:
+    """Seconds each cached SFT warm start took to train, by its number of steps (one per flaw
+    and seed; the cells' logs start after it, so their wall times leave it out)."""
+    out: dict[int, list[float]] = {}
     for m in sorted((d / ".evo" / "cache" / "sft").glob("*/metrics.json")):
         try:
-            t = json.loads(m.read_text()).get("sft_time_s")
+            got = json.loads(m.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(t, (int, float)):
-            out.append(float(t))
+        t, n = got.get("sft_time_s"), got.get("sft_steps")
+        if isinstance(t, (int, float)) and isinstance(n, (int, float)):
+            out.setdefault(int(n), []).append(float(t))
     return out
 
 
-def cost(rows: list[dict[str, Any]], sft_s: list[float], *, jobs: int = 2, seeds: tuple[int, ...] = (3, 5)) -> dict[str, Any]:
+def flaw_sft_steps(suite: dict[str, Any], flaws: list[str]) -> dict[str, int]:
+    """How many SFT steps each flaw's warm start takes (its config with the suite's overrides)."""
+    from evo_core.config import load_config
+
+    out = {}
+    for flaw in flaws:
+        f = suite["flaws"][flaw]
+        try:
+            cfg = load_config(str(ROOT / f["config"]), list(suite["defaults"]["set"]) + list(f.get("set", [])), check=False)
+        except Exception:  # a flaw whose domain is not installed: no SFT estimate for it
+            continue
+        out[flaw] = int(cfg.sft.steps) if cfg.sft.enabled else 0
+    return out
+
+
+def cost(rows: list[dict[str, Any]], sft_s: dict[int, list[float]], sft_steps: dict[str, int], *, jobs: int = 2,
+         seeds: tuple[int, ...] = (3, 5)) -> dict[str, Any]:
     """What the headline matrix costs on this machine, projected from the cells that ran: the
     median wall time of each (flaw, arm) cell (medians: a cell that shared the CPU with other
-    work is an outlier, not the cost) plus one SFT warm start per flaw and seed, spread over
-    ``jobs`` cells at a time. An estimate: it assumes the jobs stay busy."""
-    cells = [r for r in rows if r.get("mode", "cold") == "cold" and r.get("wall_s") and r["arm"] in ("fixed", "reference", "evolving")]
+    work is an outlier, not the cost) plus one SFT warm start per flaw and seed (the median of
+    the cached ones of the same length), spread over ``jobs`` cells at a time. An estimate: it
+    assumes the jobs stay busy."""
+    cells = [r for r in rows if r.get("mode", "cold") == "cold" and r.get("wall_s")
+             and r["arm"] in ("fixed", "reference", "evolving")]
     per: dict[str, dict[str, float]] = {}
     for flaw in sorted({r["flaw"] for r in cells}):
         per[flaw] = {arm: statistics.median(r["wall_s"] for r in cells if r["flaw"] == flaw and r["arm"] == arm)
                      for arm in sorted({r["arm"] for r in cells if r["flaw"] == flaw})}
-    sft = statistics.median(sft_s) if sft_s else None
-    one_seed = sum(sum(v.values()) for v in per.values()) + (sft or 0.0) * len(per)
-    return {"median_cell_wall_s": per, "median_sft_s": sft, "sft_runs_measured": len(sft_s), "jobs": jobs,
-            "projected_wall_h": {f"seeds_{n}": round(one_seed * n / max(1, jobs) / 3600, 2) for n in seeds},
+    sft = {flaw: statistics.median(sft_s[n]) for flaw, n in sft_steps.items() if flaw in per and sft_s.get(n)}
+    one_seed = sum(sum(v.values()) for v in per.values()) + sum(sft.values())
+    return {"median_cell_wall_s": per, "median_sft_s": sft, "sft_runs_measured": sum(len(v) for v in sft_s.values()),
+            "jobs": jobs, "projected_wall_h": {f"seeds_{n}": round(one_seed * n / max(1, jobs) / 3600, 2) for n in seeds},
             "budget_h": {"seeds_3": 2.0}}
 
 
@@ -459,7 +478,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     all_cells = cells(suite, flaws, arms, seeds, mode=args.mode, audit_sweep=args.audit_sweep, smoke=args.smoke)
     t0 = time.perf_counter()
     ran = [] if args.read_only else run_matrix(d, all_cells, all_cells, args.jobs, args.timeout, log)
-    rows = [r for c in all_cells for r in [read_cell(d, c)] if r is not None]
+    read = [r for c in all_cells for r in [read_cell(d, c)] if r is not None]
+    rows = [r for r in read if r.get("status") == "completed"]  # a cell still running (or killed) is not a result
+    incomplete = sorted(r["cell"] for r in read if r.get("status") != "completed")
     rows += included_rows(args.include, {r["cell"] for r in rows}, flaws, seeds, mode=args.mode)
     result = {
         "command": "python benchmarks/evolution.py " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -468,10 +489,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         "audit_rate": next((s.split("=")[1] for s in suite["defaults"]["set"] if s.startswith("harness.audit.rate")), None),
         "dir": str(d), "total_wall_s": time.perf_counter() - t0,
         "splits": check_splits(suite, flaws, args.smoke),
-        "cells": len(all_cells), "cells_read": len(rows), "failed": [r for r in ran if r.get("returncode")],
+        "cells": len(all_cells), "cells_read": len(rows), "incomplete": incomplete,
+        "failed": [r for r in ran if r.get("returncode")],
         "aggregate": aggregate(rows), "comparisons": comparisons(rows),
         "audit_sweep": aggregate([r for r in rows if "-audit" in r["arm"]]) if args.audit_sweep else None,
-        "cost": cost(rows, sft_times(d), jobs=args.jobs),
+        "cost": cost(rows, sft_times(d), flaw_sft_steps(suite, flaws), jobs=args.jobs),
         "runs": [{k: v for k, v in r.items() if k not in ("diagnosis_kinds",)} for r in rows],
     }
     table = markdown(result)

@@ -51,12 +51,22 @@ def test_the_cost_projection_uses_medians_and_one_sft_per_flaw_and_seed(tmp_path
             for s, w in enumerate(walls)]
     rows.append({**_row("a__evolving-warm__seed0", "a", "evolving-warm", 0, 0.5), "mode": "warm", "wall_s": 9999})
     cache = tmp_path / ".evo" / "cache" / "sft"
-    for i, t in enumerate((50.0, 70.0, 60.0)):
+    for i, (t, n) in enumerate(((50.0, 500), (70.0, 500), (60.0, 500), (900.0, 2500))):
         (cache / f"k{i}").mkdir(parents=True)
-        (cache / f"k{i}" / "metrics.json").write_text(json.dumps({"sft_time_s": t}))
+        (cache / f"k{i}" / "metrics.json").write_text(json.dumps({"sft_time_s": t, "sft_steps": float(n)}))
     (cache / "broken").mkdir()
     (cache / "broken" / "metrics.json").write_text("{not json")
-    c = ev.cost(rows, ev.sft_times(tmp_path), jobs=2, seeds=(3,))
-    assert c["median_cell_wall_s"] == {"a": {"evolving": 310, "fixed": 120, "reference": 200}}  # the 5000 s outlier and the warm cell are out
-    assert c["median_sft_s"] == 60.0 and c["sft_runs_measured"] == 3
+    times = ev.sft_times(tmp_path)
+    assert times == {500: [50.0, 70.0, 60.0], 2500: [900.0]}
+    c = ev.cost(rows, times, {"a": 500}, jobs=2, seeds=(3,))
+    # the 5000 s outlier and the warm cell are out; a's warm start is the 500-step median
+    assert c["median_cell_wall_s"] == {"a": {"evolving": 310, "fixed": 120, "reference": 200}}
+    assert c["median_sft_s"] == {"a": 60.0} and c["sft_runs_measured"] == 4
     assert c["projected_wall_h"]["seeds_3"] == round((120 + 200 + 310 + 60) * 3 / 2 / 3600, 2)
+
+
+def test_each_suite_flaw_has_a_known_sft_length():
+    ev = _evolution()
+    suite = ev.load_suite()
+    steps = ev.flaw_sft_steps(suite, list(suite["flaws"]))
+    assert steps["arithmetic/hedge"] == 500 and all(n > 0 for n in steps.values())
