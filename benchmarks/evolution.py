@@ -356,7 +356,7 @@ def markdown(result: dict[str, Any]) -> str:
     if c.get("projected_wall_h"):
         proj = ", ".join(f"{k.split('_')[1]} seeds {v} h" for k, v in c["projected_wall_h"].items())
         lines += ["", f"Cost on this machine, projected from the cells' median wall times and {c['sft_runs_measured']} "
-                      f"SFT warm starts at {c['jobs']} cells at a time: {proj} (budget for 3 seeds: 2 h)."]
+                      f"SFT warm starts at {c['jobs']} cells at a time: {proj} (budget for 3 seeds: {c['budget_h']['seeds_3']:g} h)."]
     return "\n".join(lines) + "\n"
 
 
