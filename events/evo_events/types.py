@@ -28,6 +28,8 @@ __all__ = [
     "InterventionProposed",
     "BacktestPassed",
     "BacktestFailed",
+    "BacktestInconclusive",
+    "backtest_decision",
     "Promoted",
     "Rejected",
     "InterventionReverted",
@@ -306,6 +308,26 @@ class BacktestPassed(_BacktestResult):
 @attrs.frozen(kw_only=True)
 class BacktestFailed(_BacktestResult):
     pass
+
+
+@event_type("evo.BacktestInconclusive", version=1)
+@attrs.frozen(kw_only=True)
+class BacktestInconclusive(_BacktestResult):
+    """A backtester that could not decide (too few audited rollouts, no session to fork): no
+    verdict either way, so the gate turns to its next backtester. Logs written before this type
+    existed record the same outcome as ``BacktestFailed`` with ``figures["decision"] == "none"``."""
+
+
+def backtest_decision(ev: Event) -> Optional[bool]:
+    """What a logged backtest decided: True (passed), False (failed) or None (no decision),
+    reading legacy ``BacktestFailed`` events whose figures say ``decision: none`` as None."""
+    if isinstance(ev, BacktestPassed):
+        return True
+    if isinstance(ev, BacktestInconclusive):
+        return None
+    if isinstance(ev, BacktestFailed):
+        return None if ev.figures.get("decision") == "none" else False
+    raise TypeError(f"{type(ev).__name__} is not a backtest result")
 
 
 @event_type("evo.Promoted", version=2)

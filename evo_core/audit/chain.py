@@ -16,6 +16,7 @@ import structlog
 
 from evo_events import (
     BacktestFailed,
+    BacktestInconclusive,
     BacktestPassed,
     BlobRef,
     EvalCompleted,
@@ -26,6 +27,7 @@ from evo_events import (
     Rejected,
     RolloutCompleted,
     SkillRegistered,
+    backtest_decision,
 )
 from evo_core.store import FileBlobStore
 
@@ -152,12 +154,12 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
         reached[proposal_i] = proposal  # type: ignore[index]
         # Backtests of this proposal that the decision did not cite (a failed offline one, say).
         needle = b'"proposal_id":"' + proposal.event_id.encode() + b'"'
-        for j in index.find_payload((BacktestPassed.TYPE, BacktestFailed.TYPE), needle):
+        for j in index.find_payload((BacktestPassed.TYPE, BacktestFailed.TYPE, BacktestInconclusive.TYPE), needle):
             ev = index.event(j)
             if ev.proposal_id == proposal.event_id:  # type: ignore[attr-defined]
                 reached.setdefault(j, ev)
     diag_items = sorted((j, e) for j, e in reached.items() if isinstance(e, FailureDiagnosed))
-    bt_items = sorted((j, e) for j, e in reached.items() if isinstance(e, (BacktestPassed, BacktestFailed)))
+    bt_items = sorted((j, e) for j, e in reached.items() if isinstance(e, (BacktestPassed, BacktestFailed, BacktestInconclusive)))
     eval_items = sorted((j, e) for j, e in reached.items() if isinstance(e, EvalCompleted))
     # Evidence: rollouts the diagnoses and backtests cite, plus any reached directly.
     ev_ids: list[str] = []
@@ -226,7 +228,7 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
     diagnoses = [{**_ev_meta(e, index.version(j)), "step": e.step, "kind": e.kind, "severity": e.severity,
                   "diagnostic": e.diagnostic, "diagnostic_version": e.diagnostic_version, "stats": dict(e.stats),
                   "message": e.message, "n_evidence": len(e.evidence)} for j, e in diag_items]  # type: ignore[attr-defined]
-    backtests = [{**_ev_meta(e, index.version(j)), "passed": isinstance(e, BacktestPassed), "mode": e.mode, "step": e.step,  # type: ignore[attr-defined]
+    backtests = [{**_ev_meta(e, index.version(j)), "passed": backtest_decision(e), "mode": e.mode, "step": e.step,  # type: ignore[attr-defined]
                   "figures": dict(e.figures), "ci": list(e.ci) if e.ci else None, "n": e.n,  # type: ignore[attr-defined]
                   "reasons": list(e.reasons)} for j, e in bt_items]  # type: ignore[attr-defined]
     evals = [{**_ev_meta(e, index.version(j)), "step": e.step, "split": e.split, "n": e.n, "policy_version": e.policy_version,  # type: ignore[attr-defined]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from evo_events import (
     BacktestFailed,
+    BacktestInconclusive,
     BacktestPassed,
     Event,
     FailureDiagnosed,
@@ -18,6 +19,7 @@ from evo_events import (
     Rejected,
     SkillRegistered,
     SkillRetired,
+    backtest_decision,
 )
 from evo_core.api import BacktestOutcome
 from evo_core.harness import RecordedBacktests
@@ -27,7 +29,8 @@ from evo_core.trainer.step_events import TRAINER
 from evo_core.audit.index import RunIndex
 
 # What the harness writes; any other event (and anything the trainer emitted) is the trajectory.
-_HARNESS_TYPES = (FailureDiagnosed, InterventionProposed, BacktestPassed, BacktestFailed, Promoted, Rejected,
+_HARNESS_TYPES = (FailureDiagnosed, InterventionProposed, BacktestPassed, BacktestFailed, BacktestInconclusive,
+                  Promoted, Rejected,
                   InterventionReverted, SkillRegistered, SkillRetired, HarnessPassCompleted, PluginFailed)
 
 
@@ -44,11 +47,11 @@ def is_trainers(ev: Event) -> bool:
 # --- what stands in for the trainer -------------------------------------------------------------
 
 
-def outcome_of(ev: BacktestPassed | BacktestFailed) -> BacktestOutcome:
+def outcome_of(ev: BacktestPassed | BacktestFailed | BacktestInconclusive) -> BacktestOutcome:
     """A logged backtest event as the outcome its backtester returned."""
     figures = dict(ev.figures)
     name = str(figures.pop("backtester", ev.emitted_by.name))
-    passed = True if isinstance(ev, BacktestPassed) else None if figures.get("decision") == "none" else False
+    passed = backtest_decision(ev)
     if figures.get("decision") == {True: "pass", False: "fail", None: "none"}[passed]:
         figures.pop("decision")  # the engine's default; it adds it back when it logs the outcome
     return BacktestOutcome(backtester=name, mode=ev.mode, passed=passed, figures=figures,
@@ -62,10 +65,11 @@ def recorded_stand_ins(index: RunIndex) -> RecordedBacktests:
     fingerprints: dict[str, str] = {}
     outcomes: dict[tuple[int, str, str], BacktestOutcome] = {}
     snapshots: dict[tuple[int, int], Snapshot] = {}
-    for _, ev in index.of_type(InterventionProposed.TYPE, BacktestPassed.TYPE, BacktestFailed.TYPE, Promoted.TYPE):
+    for _, ev in index.of_type(InterventionProposed.TYPE, BacktestPassed.TYPE, BacktestFailed.TYPE,
+                                BacktestInconclusive.TYPE, Promoted.TYPE):
         if isinstance(ev, InterventionProposed):
             fingerprints[ev.event_id] = ev.fingerprint
-        elif isinstance(ev, (BacktestPassed, BacktestFailed)):
+        elif isinstance(ev, (BacktestPassed, BacktestFailed, BacktestInconclusive)):
             fp = fingerprints.get(ev.proposal_id)
             if fp:
                 o = outcome_of(ev)

@@ -49,7 +49,7 @@ def render_chain(chain: AuditChain, out: Console) -> None:
         out.print(f"    rationale: {p['rationale'] or '–'}")
         out.print(f"    prediction: {_fmt(p['prediction']) or '–'}; targets: {', '.join(p['targets']) or '–'}")
     for b in chain.backtests:
-        mark = "[green]passed[/]" if b["passed"] else "[red]failed[/]"
+        mark = {True: "[green]passed[/]", False: "[red]failed[/]", None: "[yellow]no decision[/]"}[b["passed"]]
         ci = f"  CI [{_fmt(b['ci'][0])}, {_fmt(b['ci'][1])}]" if b["ci"] else ""
         out.print(f"  [bold]backtest[/] {b['mode']} {mark} n={b['n']}{ci}  {_fmt(b['figures'])}"
                   + (f"  — {'; '.join(b['reasons'])}" if b["reasons"] else "") + f"  (#{b['version']})")

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import attrs
 
-from evo_events import Event, FailureDiagnosed, InterventionProposed, Promoted, Rejected
+from evo_events import BacktestFailed, BacktestInconclusive, Event, FailureDiagnosed, InterventionProposed, Promoted, Rejected
 
 NOT_PROPOSED, NOT_GATED = "not proposed", "not gated"
 
@@ -117,7 +117,7 @@ class IdMap:
 
     def align(self, recorded: Sequence[Event], replayed: Sequence[Event]) -> None:
         for a, b in zip(recorded, replayed):
-            if a.TYPE == b.TYPE:
+            if type_of(a) == type_of(b):
                 self.ids[b.event_id] = a.event_id
                 self.ids[b.event_id[:12]] = a.event_id[:12]
 
@@ -126,7 +126,7 @@ class IdMap:
         is compared as a set: where the engine sorts ids, their order is the ids' own."""
         d = attrs.asdict(ev, recurse=True)
         d.pop("event_id", None)
-        d["type"] = ev.TYPE
+        d["type"] = type_of(ev)
         return json.dumps(self._map(d), sort_keys=True, default=str)
 
     def _map(self, x: Any) -> Any:
@@ -147,7 +147,7 @@ def first_difference(recorded: Sequence[Event], replayed: Sequence[Event], ids: 
     where they first differ."""
     ids.align(recorded, replayed)
     for i, (a, b) in enumerate(zip(recorded, replayed)):
-        if a.TYPE != b.TYPE:
+        if type_of(a) != type_of(b):
             return f"event {i + 1}: recorded {_name(a)}, replayed {_name(b)}"
         ta, tb = ids.text(a), ids.text(b)
         if ta != tb:
@@ -159,6 +159,14 @@ def first_difference(recorded: Sequence[Event], replayed: Sequence[Event], ids: 
         extra = longer[min(len(recorded), len(replayed))]
         return f"{len(recorded)} recorded events, {len(replayed)} replayed; the first extra ({who}) is {_name(extra)}"
     return None
+
+
+def type_of(ev: Event) -> str:
+    """The event's type name, reading a legacy ``BacktestFailed`` that records no decision as
+    the ``BacktestInconclusive`` a replay now writes for it (the same outcome, renamed)."""
+    if isinstance(ev, BacktestFailed) and ev.figures.get("decision") == "none":
+        return BacktestInconclusive.TYPE
+    return ev.TYPE
 
 
 def _name(ev: Event) -> str:

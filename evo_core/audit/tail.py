@@ -21,7 +21,8 @@ COLOURS = {
     "evo.RunStarted": "bold cyan", "evo.RunResumed": "bold cyan", "evo.RunFinished": "bold cyan",
     "evo.RolloutCompleted": "dim", "evo.StepCompleted": "white", "evo.PolicyUpdated": "dim",
     "evo.EvalCompleted": "blue", "evo.FailureDiagnosed": "magenta", "evo.InterventionProposed": "yellow",
-    "evo.BacktestPassed": "green", "evo.BacktestFailed": "red", "evo.Promoted": "bold green",
+    "evo.BacktestPassed": "green", "evo.BacktestFailed": "red",
+    "evo.BacktestInconclusive": "yellow", "evo.Promoted": "bold green",
     "evo.Rejected": "bold red", "evo.InterventionReverted": "yellow", "evo.SkillRegistered": "green",
     "evo.SkillRetired": "yellow", "evo.PluginFailed": "bold red",
 }
@@ -61,7 +62,7 @@ def describe(type_name: str, d: dict) -> str:
         return f"{d.get('kind')} [{d.get('severity')}] by {d.get('diagnostic')} " + _kv(d.get("stats") or {}, limit=3)
     if t == "InterventionProposed":
         return f"{d.get('kind')}/{d.get('name')} {_kv(d.get('params') or {}, limit=4)} → {','.join(d.get('targets') or [])}"
-    if t in ("BacktestPassed", "BacktestFailed"):
+    if t in ("BacktestPassed", "BacktestFailed", "BacktestInconclusive"):
         ci = d.get("ci")
         return f"{d.get('mode')} n={d.get('n')}" + (f" CI [{_n(ci[0])}, {_n(ci[1])}]" if ci else "") + " " + _kv(d.get("figures") or {}, limit=3)
     if t == "Promoted":

@@ -27,6 +27,7 @@ from evo_core.harness.mainline import records, restore_event
 from evo_core.state import DiagnosticSetting, HarnessState, family
 from evo_events import (
     BacktestFailed,
+    BacktestInconclusive,
     BacktestPassed,
     Emitter,
     Event,
@@ -238,7 +239,7 @@ def _run_one(p: "HarnessPass", bt: Any, name: str, prop: Proposal, bctx: Backtes
 
 
 def backtest_event(p: "HarnessPass", proposal_id: str, o: BacktestOutcome) -> Event:
-    cls = BacktestPassed if o.passed else BacktestFailed
+    cls = {True: BacktestPassed, False: BacktestFailed, None: BacktestInconclusive}[o.passed]
     figures = dict(o.figures)
     figures.setdefault("decision", {True: "pass", False: "fail", None: "none"}[o.passed])
     figures["backtester"] = o.backtester

@@ -142,8 +142,11 @@ def collect(store: Any, run_id: str, *, progress: Optional[Callable[[int], None]
             diag_by_id[d["event_id"]] = d
         elif t == "evo.InterventionProposed":
             proposals[d["event_id"]] = d
-        elif t in ("evo.BacktestPassed", "evo.BacktestFailed"):
-            d["passed"] = t == "evo.BacktestPassed"
+        elif t in ("evo.BacktestPassed", "evo.BacktestFailed", "evo.BacktestInconclusive"):
+            decided = {"evo.BacktestPassed": True, "evo.BacktestFailed": False}.get(t)  # None: no decision
+            if decided is False and (d.get("figures") or {}).get("decision") == "none":
+                decided = None  # a log older than BacktestInconclusive
+            d["passed"] = decided
             backtests[d["proposal_id"]].append(d)
         elif t in ("evo.Promoted", "evo.Rejected"):
             promoted = t == "evo.Promoted"

@@ -17,7 +17,7 @@ def _decision_row(d: dict[str, Any]) -> str:
     """One decision; kept compact because a long run has thousands (the page must stay small)."""
     prop = d["proposal"] or {}
     what = f'{escape(prop.get("name", ""))} <code>{j(prop.get("params", {}))[:120]}</code>' if prop else escape(str(d["subject_id"]))
-    bts = "; ".join(f'{"passed" if b["passed"] else "failed"} {b.get("mode", "")}'
+    bts = "; ".join(f'{ {True: "passed", False: "failed"}.get(b["passed"], "no decision")} {b.get("mode", "")}'
                     + (f' CI [{b["ci"][0]:.3g}, {b["ci"][1]:.3g}]' if b.get("ci") else "") for b in d["backtests"])
     diags = ", ".join(f'{escape(g["kind"])} [{escape(g["severity"])}]' for g in d["diagnoses"])
     pred = j(prop.get("prediction", {}))[:160] if prop else ""

@@ -13,6 +13,7 @@ from evo_core.store import open_store, run_stream
 from evo_core.testing import isolated_plugins
 from evo_events import (
     BacktestFailed,
+    BacktestInconclusive,
     BacktestPassed,
     FailureDiagnosed,
     HarnessPassCompleted,
@@ -23,6 +24,7 @@ from evo_events import (
     Rejected,
     SkillRegistered,
     SkillRetired,
+    backtest_decision,
 )
 
 
@@ -236,3 +238,32 @@ def test_the_promoted_main_line_is_persisted_with_its_digest(pm, tmp_path):
     data = store.blobs.get(main[-1].checkpoint)
     assert loop.session.detached_policy(data).digest() == main[-1].digest
     assert loop.state.main.digest == main[-1].digest
+
+
+class _Undecided:
+    name, version, mode = "undecided", "1", "offline"
+
+    def backtest(self, proposal, ctx):
+        from evo_core.api import BacktestOutcome
+
+        return BacktestOutcome(backtester=self.name, mode="offline", passed=None, reasons=("no decision: too few",))
+
+
+class _UndecidedPlugin:
+    @hookimpl
+    def evo_register_backtesters(self):
+        return [_Undecided()]
+
+
+def test_a_backtester_that_cannot_decide_is_logged_as_inconclusive_and_the_plan_goes_on(pm, tmp_path):
+    pm.register(_UndecidedPlugin(), name="undecided_plugin")
+    store = open_store("memory://")
+    rid, _ = run_simulated(store, pm, steps=20, seed=1, checkpoint_dir=str(tmp_path),
+                           harness={"backtest": {"plan": ["undecided", "online_ab"], "k_steps": 4, "replicates": 2}})
+    evs = events(store, rid)
+    undecided = of(evs, BacktestInconclusive)
+    assert undecided and {b.figures["backtester"] for b in undecided} == {"undecided"}
+    assert all(b.figures["decision"] == "none" and backtest_decision(b) is None for b in undecided)
+    assert not [b for b in of(evs, BacktestFailed) if b.figures.get("backtester") == "undecided"]
+    online = {b.proposal_id for b in of(evs, BacktestPassed) + of(evs, BacktestFailed) if b.mode == "online"}
+    assert {b.proposal_id for b in undecided} <= online  # no decision offline: the online A/B decided
