@@ -233,10 +233,10 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def sft_times(d: Path) -> dict[int, list[float]]:
-    """Seconds each cached SFT warm start took to train, by its number of steps (one per flaw
-    and seed; the cells' logs start after it, so their wall times leave it out)."""
-    out: dict[int, list[float]] = {}
+def sft_runs(d: Path) -> dict[str, dict[str, float]]:
+    """Each cached SFT warm start under ``d`` (one per flaw and seed; the cells' logs start after
+    it, so their wall times leave it out), by cache key: its steps and the seconds it took."""
+    out: dict[str, dict[str, float]] = {}
     for m in sorted((d / ".evo" / "cache" / "sft").glob("*/metrics.json")):
         try:
             got = json.loads(m.read_text())
@@ -244,7 +244,23 @@ def sft_times(d: Path) -> dict[int, list[float]]:
             continue
         t, n = got.get("sft_time_s"), got.get("sft_steps")
         if isinstance(t, (int, float)) and isinstance(n, (int, float)):
-            out.setdefault(int(n), []).append(float(t))
+            out[m.parent.name] = {"steps": int(n), "s": float(t)}
+    return out
+
+
+def included_sft_runs(paths: list[str], sft_steps: dict[str, int]) -> dict[str, dict[str, float]]:
+    """The SFT warm starts earlier reports measured, so that a report built from a fresh cells
+    directory still counts them. Reports older than ``cost.sft_runs`` kept only a median per
+    flaw; each such median stands in as one run of that flaw's length."""
+    out: dict[str, dict[str, float]] = {}
+    for path in paths:
+        c = json.loads(Path(path).read_text()).get("cost") or {}
+        if c.get("sft_runs"):
+            out.update({k: {"steps": int(v["steps"]), "s": float(v["s"])} for k, v in c["sft_runs"].items()})
+            continue
+        for flaw, s in (c.get("median_sft_s") or {}).items():
+            if flaw in sft_steps:
+                out[f"{path}:{flaw}"] = {"steps": sft_steps[flaw], "s": float(s)}
     return out
 
 
@@ -263,7 +279,7 @@ def flaw_sft_steps(suite: dict[str, Any], flaws: list[str]) -> dict[str, int]:
     return out
 
 
-def cost(rows: list[dict[str, Any]], sft_s: dict[int, list[float]], sft_steps: dict[str, int], *, jobs: int = 2,
+def cost(rows: list[dict[str, Any]], sft: dict[str, dict[str, float]], sft_steps: dict[str, int], *, jobs: int = 2,
          seeds: tuple[int, ...] = (3, 5)) -> dict[str, Any]:
     """What the headline matrix costs on this machine, projected from the cells that ran: the
     median wall time of each (flaw, arm) cell (medians: a cell that shared the CPU with other
@@ -276,9 +292,12 @@ def cost(rows: list[dict[str, Any]], sft_s: dict[int, list[float]], sft_steps: d
     for flaw in sorted({r["flaw"] for r in cells}):
         per[flaw] = {arm: statistics.median(r["wall_s"] for r in cells if r["flaw"] == flaw and r["arm"] == arm)
                      for arm in sorted({r["arm"] for r in cells if r["flaw"] == flaw})}
-    sft = {flaw: statistics.median(sft_s[n]) for flaw, n in sft_steps.items() if flaw in per and sft_s.get(n)}
-    one_seed = sum(sum(v.values()) for v in per.values()) + sum(sft.values())
-    return {"median_cell_wall_s": per, "median_sft_s": sft, "sft_runs_measured": sum(len(v) for v in sft_s.values()),
+    by_steps: dict[int, list[float]] = {}
+    for run in sft.values():
+        by_steps.setdefault(int(run["steps"]), []).append(float(run["s"]))
+    median_sft = {flaw: statistics.median(by_steps[n]) for flaw, n in sft_steps.items() if flaw in per and by_steps.get(n)}
+    one_seed = sum(sum(v.values()) for v in per.values()) + sum(median_sft.values())
+    return {"median_cell_wall_s": per, "median_sft_s": median_sft, "sft_runs_measured": len(sft), "sft_runs": sft,
             "jobs": jobs, "projected_wall_h": {f"seeds_{n}": round(one_seed * n / max(1, jobs) / 3600, 2) for n in seeds},
             "budget_h": {"seeds_3": 2.0}}
 
@@ -482,6 +501,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     rows = [r for r in read if r.get("status") == "completed"]  # a cell still running (or killed) is not a result
     incomplete = sorted(r["cell"] for r in read if r.get("status") != "completed")
     rows += included_rows(args.include, {r["cell"] for r in rows}, flaws, seeds, mode=args.mode)
+    steps = flaw_sft_steps(suite, flaws)
     result = {
         "command": "python benchmarks/evolution.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "suite": str(Path(args.suite_file).relative_to(ROOT)) if Path(args.suite_file).is_relative_to(ROOT) else args.suite_file,
@@ -493,7 +513,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "failed": [r for r in ran if r.get("returncode")],
         "aggregate": aggregate(rows), "comparisons": comparisons(rows),
         "audit_sweep": aggregate([r for r in rows if "-audit" in r["arm"]]) if args.audit_sweep else None,
-        "cost": cost(rows, sft_times(d), flaw_sft_steps(suite, flaws), jobs=args.jobs),
+        "cost": cost(rows, {**included_sft_runs(args.include, steps), **sft_runs(d)}, steps, jobs=args.jobs),
         "runs": [{k: v for k, v in r.items() if k not in ("diagnosis_kinds",)} for r in rows],
     }
     table = markdown(result)

@@ -56,9 +56,10 @@ def test_the_cost_projection_uses_medians_and_one_sft_per_flaw_and_seed(tmp_path
         (cache / f"k{i}" / "metrics.json").write_text(json.dumps({"sft_time_s": t, "sft_steps": float(n)}))
     (cache / "broken").mkdir()
     (cache / "broken" / "metrics.json").write_text("{not json")
-    times = ev.sft_times(tmp_path)
-    assert times == {500: [50.0, 70.0, 60.0], 2500: [900.0]}
-    c = ev.cost(rows, times, {"a": 500}, jobs=2, seeds=(3,))
+    runs = ev.sft_runs(tmp_path)
+    assert runs == {"k0": {"steps": 500, "s": 50.0}, "k1": {"steps": 500, "s": 70.0}, "k2": {"steps": 500, "s": 60.0},
+                    "k3": {"steps": 2500, "s": 900.0}}
+    c = ev.cost(rows, runs, {"a": 500}, jobs=2, seeds=(3,))
     # the 5000 s outlier and the warm cell are out; a's warm start is the 500-step median
     assert c["median_cell_wall_s"] == {"a": {"evolving": 310, "fixed": 120, "reference": 200}}
     assert c["median_sft_s"] == {"a": 60.0} and c["sft_runs_measured"] == 4
@@ -70,3 +71,19 @@ def test_each_suite_flaw_has_a_known_sft_length():
     suite = ev.load_suite()
     steps = ev.flaw_sft_steps(suite, list(suite["flaws"]))
     assert steps["arithmetic/hedge"] == 500 and all(n > 0 for n in steps.values())
+
+
+def test_sft_timings_of_included_reports_still_count(tmp_path):
+    """A report built from a fresh cells directory keeps the warm starts earlier reports timed:
+    raw runs where the report kept them (deduplicated by cache key), else one per-flaw median."""
+    ev = _evolution()
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps({"runs": [], "cost": {"sft_runs": {"k0": {"steps": 500, "s": 50.0}}}}))
+    legacy = tmp_path / "legacy.json"
+    legacy.write_text(json.dumps({"runs": [], "cost": {"median_sft_s": {"a": 180.0, "gone": 9.0}}}))
+    runs = ev.included_sft_runs([str(new), str(legacy)], {"a": 500})
+    assert runs == {"k0": {"steps": 500, "s": 50.0}, f"{legacy}:a": {"steps": 500, "s": 180.0}}
+    rows = [{**_row(f"a__{arm}__seed0", "a", arm, 0, 0.5), "wall_s": 100.0} for arm in ("fixed", "evolving")]
+    c = ev.cost(rows, {**runs, "k0": {"steps": 500, "s": 50.0}}, {"a": 500}, jobs=1, seeds=(3,))
+    assert c["sft_runs_measured"] == 2 and c["median_sft_s"] == {"a": 115.0}
+    assert c["sft_runs"]["k0"] == {"steps": 500, "s": 50.0}
