@@ -30,6 +30,7 @@ __all__ = [
     "BacktestFailed",
     "BacktestInconclusive",
     "backtest_decision",
+    "BACKTEST_RESULTS",
     "Promoted",
     "Rejected",
     "InterventionReverted",
@@ -316,6 +317,10 @@ class BacktestInconclusive(_BacktestResult):
     """A backtester that could not decide (too few audited rollouts, no session to fork): no
     verdict either way, so the gate turns to its next backtester. Logs written before this type
     existed record the same outcome as ``BacktestFailed`` with ``figures["decision"] == "none"``."""
+
+
+# Every event type a backtester's verdict is logged as.
+BACKTEST_RESULTS = (BacktestPassed, BacktestFailed, BacktestInconclusive)
 
 
 def backtest_decision(ev: Event) -> Optional[bool]:

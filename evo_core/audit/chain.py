@@ -15,9 +15,7 @@ import attrs
 import structlog
 
 from evo_events import (
-    BacktestFailed,
-    BacktestInconclusive,
-    BacktestPassed,
+    BACKTEST_RESULTS,
     BlobRef,
     EvalCompleted,
     Event,
@@ -154,12 +152,12 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
         reached[proposal_i] = proposal  # type: ignore[index]
         # Backtests of this proposal that the decision did not cite (a failed offline one, say).
         needle = b'"proposal_id":"' + proposal.event_id.encode() + b'"'
-        for j in index.find_payload((BacktestPassed.TYPE, BacktestFailed.TYPE, BacktestInconclusive.TYPE), needle):
+        for j in index.find_payload(tuple(c.TYPE for c in BACKTEST_RESULTS), needle):
             ev = index.event(j)
             if ev.proposal_id == proposal.event_id:  # type: ignore[attr-defined]
                 reached.setdefault(j, ev)
     diag_items = sorted((j, e) for j, e in reached.items() if isinstance(e, FailureDiagnosed))
-    bt_items = sorted((j, e) for j, e in reached.items() if isinstance(e, (BacktestPassed, BacktestFailed, BacktestInconclusive)))
+    bt_items = sorted((j, e) for j, e in reached.items() if isinstance(e, BACKTEST_RESULTS))
     eval_items = sorted((j, e) for j, e in reached.items() if isinstance(e, EvalCompleted))
     # Evidence: rollouts the diagnoses and backtests cite, plus any reached directly.
     ev_ids: list[str] = []

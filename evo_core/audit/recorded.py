@@ -5,6 +5,7 @@ the harness's work (online backtests, main-line snapshots), to stand in for the 
 from __future__ import annotations
 
 from evo_events import (
+    BACKTEST_RESULTS,
     BacktestFailed,
     BacktestInconclusive,
     BacktestPassed,
@@ -29,8 +30,7 @@ from evo_core.trainer.step_events import TRAINER
 from evo_core.audit.index import RunIndex
 
 # What the harness writes; any other event (and anything the trainer emitted) is the trajectory.
-_HARNESS_TYPES = (FailureDiagnosed, InterventionProposed, BacktestPassed, BacktestFailed, BacktestInconclusive,
-                  Promoted, Rejected,
+_HARNESS_TYPES = (FailureDiagnosed, InterventionProposed, *BACKTEST_RESULTS, Promoted, Rejected,
                   InterventionReverted, SkillRegistered, SkillRetired, HarnessPassCompleted, PluginFailed)
 
 
@@ -65,11 +65,10 @@ def recorded_stand_ins(index: RunIndex) -> RecordedBacktests:
     fingerprints: dict[str, str] = {}
     outcomes: dict[tuple[int, str, str], BacktestOutcome] = {}
     snapshots: dict[tuple[int, int], Snapshot] = {}
-    for _, ev in index.of_type(InterventionProposed.TYPE, BacktestPassed.TYPE, BacktestFailed.TYPE,
-                                BacktestInconclusive.TYPE, Promoted.TYPE):
+    for _, ev in index.of_type(InterventionProposed.TYPE, *(c.TYPE for c in BACKTEST_RESULTS), Promoted.TYPE):
         if isinstance(ev, InterventionProposed):
             fingerprints[ev.event_id] = ev.fingerprint
-        elif isinstance(ev, (BacktestPassed, BacktestFailed, BacktestInconclusive)):
+        elif isinstance(ev, BACKTEST_RESULTS):
             fp = fingerprints.get(ev.proposal_id)
             if fp:
                 o = outcome_of(ev)

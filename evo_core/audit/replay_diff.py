@@ -18,7 +18,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import attrs
 
-from evo_events import BacktestFailed, BacktestInconclusive, Event, FailureDiagnosed, InterventionProposed, Promoted, Rejected
+from evo_events import (BacktestFailed, BacktestInconclusive, Event, FailureDiagnosed, InterventionProposed, Promoted, Rejected,
+                        backtest_decision)
 
 NOT_PROPOSED, NOT_GATED = "not proposed", "not gated"
 
@@ -164,7 +165,7 @@ def first_difference(recorded: Sequence[Event], replayed: Sequence[Event], ids: 
 def type_of(ev: Event) -> str:
     """The event's type name, reading a legacy ``BacktestFailed`` that records no decision as
     the ``BacktestInconclusive`` a replay now writes for it (the same outcome, renamed)."""
-    if isinstance(ev, BacktestFailed) and ev.figures.get("decision") == "none":
+    if isinstance(ev, BacktestFailed) and backtest_decision(ev) is None:
         return BacktestInconclusive.TYPE
     return ev.TYPE
 
