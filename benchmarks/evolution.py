@@ -144,20 +144,52 @@ def run_cell(d: Path, cell: dict[str, Any], all_cells: list[dict[str, Any]], tim
     return out
 
 
+def cell_order(todo: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[str]]]:
+    """Each cell with the names of the cells it must wait for. The first cell of each (flaw, seed)
+    trains and caches the warm start the others reuse; a warm cell reads the skills of the cold
+    evolving runs of the other flaws, same seed. The first cells go first, the code flaw's (the
+    longest warm start) ahead of the rest, so that no core waits at the end on one long cell."""
+    first: dict[tuple[str, int], dict[str, Any]] = {}
+    for c in todo:
+        first.setdefault((c["flaw"], c["seed"]), c)
+    heavy = sorted(first.values(), key=lambda c: (not c["flaw"].startswith("code"), c["seed"]))
+    out = [(c, []) for c in heavy]
+    for c in todo:
+        if c in heavy:
+            continue
+        deps = [first[(c["flaw"], c["seed"])]["name"]]
+        if c["mode"] == "warm":
+            deps += [x["name"] for x in todo if x["mode"] == "cold" and x["arm"] == "evolving" and not x["variant"]
+                     and x["seed"] == c["seed"] and x["flaw"] != c["flaw"]]
+        out.append((c, deps))
+    return out
+
+
 def run_matrix(d: Path, todo: list[dict[str, Any]], all_cells: list[dict[str, Any]], jobs: int, timeout: float,
                log: Any) -> list[dict[str, Any]]:
-    """Phase 1: one cell per SFT start (it trains and caches the warm start); phase 2: the rest;
-    warm cells last (they read the cold evolving runs' skills)."""
-    keys: dict[tuple[str, int], dict[str, Any]] = {}
-    for c in todo:
-        keys.setdefault((c["flaw"], c["seed"]), c)
-    first = list(keys.values())
-    rest = [c for c in todo if c not in first and c["mode"] == "cold"]
-    warm = [c for c in todo if c["mode"] == "warm" and c not in first]
-    results = []
-    for phase in (first, rest, warm):
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-            for res in ex.map(lambda c: run_cell(d, c, all_cells, timeout), phase):
+    """Runs ``jobs`` cells at a time, each as soon as the cells it depends on are done (no phase
+    barrier: a core that finishes early takes the next ready cell)."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    pending = cell_order(todo)
+    done: set[str] = set()
+    results: list[dict[str, Any]] = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+        running: dict[Any, str] = {}
+        while pending or running:
+            while len(running) < max(1, jobs):
+                ready = next((i for i, (_, deps) in enumerate(pending) if all(x in done for x in deps)), None)
+                if ready is None:
+                    break
+                c, _ = pending.pop(ready)
+                running[ex.submit(run_cell, d, c, all_cells, timeout)] = c["name"]
+            if not running:  # nothing can start: a dependency is not in this matrix
+                raise RuntimeError(f"cells wait on cells that never run: {[c['name'] for c, _ in pending]}")
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                running.pop(fut)
+                res = fut.result()
+                done.add(res["name"])  # a failed cell still releases its dependants: they train the warm start themselves
                 results.append(res)
                 log(f"{res['name']}: {'ran' if res['ran'] else 'read'}"
                     + (f" in {res['wall_s']:.0f}s" if res.get("wall_s") else "")
@@ -280,24 +312,37 @@ def flaw_sft_steps(suite: dict[str, Any], flaws: list[str]) -> dict[str, int]:
 
 
 def cost(rows: list[dict[str, Any]], sft: dict[str, dict[str, float]], sft_steps: dict[str, int], *, jobs: int = 2,
-         seeds: tuple[int, ...] = (3, 5)) -> dict[str, Any]:
+         seeds: tuple[int, ...] = (3, 5), sft_fallback: Optional[dict[str, dict[str, float]]] = None) -> dict[str, Any]:
     """What the headline matrix costs on this machine, projected from the cells that ran: the
     median wall time of each (flaw, arm) cell (medians: a cell that shared the CPU with other
     work is an outlier, not the cost) plus one SFT warm start per flaw and seed (the median of
     the cached ones of the same length), spread over ``jobs`` cells at a time. An estimate: it
-    assumes the jobs stay busy."""
+    assumes the jobs stay busy.
+
+    Timings of cells timed here (rows without a ``source``) and warm starts cached here win over
+    those of included reports, flaw by flaw: older reports may have been timed on a busier machine,
+    and a median over both would hide which one the projection stands on."""
     cells = [r for r in rows if r.get("mode", "cold") == "cold" and r.get("wall_s")
              and r["arm"] in ("fixed", "reference", "evolving")]
+    timed_here = {(r["flaw"], r["arm"]) for r in cells if not r.get("source")}
+    cells = [r for r in cells if not r.get("source") or (r["flaw"], r["arm"]) not in timed_here]
     per: dict[str, dict[str, float]] = {}
     for flaw in sorted({r["flaw"] for r in cells}):
         per[flaw] = {arm: statistics.median(r["wall_s"] for r in cells if r["flaw"] == flaw and r["arm"] == arm)
                      for arm in sorted({r["arm"] for r in cells if r["flaw"] == flaw})}
-    by_steps: dict[int, list[float]] = {}
-    for run in sft.values():
-        by_steps.setdefault(int(run["steps"]), []).append(float(run["s"]))
-    median_sft = {flaw: statistics.median(by_steps[n]) for flaw, n in sft_steps.items() if flaw in per and by_steps.get(n)}
+
+    def by_steps(runs: dict[str, dict[str, float]]) -> dict[int, list[float]]:
+        out: dict[int, list[float]] = {}
+        for run in runs.values():
+            out.setdefault(int(run["steps"]), []).append(float(run["s"]))
+        return out
+
+    here, old = by_steps(sft), by_steps(sft_fallback or {})
+    pick = {n: here.get(n) or old.get(n) for n in set(here) | set(old)}
+    median_sft = {flaw: statistics.median(pick[n]) for flaw, n in sft_steps.items() if flaw in per and pick.get(n)}
     one_seed = sum(sum(v.values()) for v in per.values()) + sum(median_sft.values())
-    return {"median_cell_wall_s": per, "median_sft_s": median_sft, "sft_runs_measured": len(sft), "sft_runs": sft,
+    return {"median_cell_wall_s": per, "median_sft_s": median_sft, "sft_runs_measured": len(sft),
+            "sft_runs": {**(sft_fallback or {}), **sft}, "timed_here": sorted(f"{f} {a}" for f, a in timed_here),
             "jobs": jobs, "projected_wall_h": {f"seeds_{n}": round(one_seed * n / max(1, jobs) / 3600, 2) for n in seeds},
             "budget_h": {"seeds_3": 2.0}}
 
@@ -376,6 +421,10 @@ def markdown(result: dict[str, Any]) -> str:
         proj = ", ".join(f"{k.split('_')[1]} seeds {v} h" for k, v in c["projected_wall_h"].items())
         lines += ["", f"Cost on this machine, projected from the cells' median wall times and {c['sft_runs_measured']} "
                       f"SFT warm starts at {c['jobs']} cells at a time: {proj} (budget for 3 seeds: {c['budget_h']['seeds_3']:g} h)."]
+    m = c.get("measured")
+    if m:
+        lines += [f"Measured: this invocation ran {m['cells_ran']} of {m['cells']} cells ({m['seeds']} seed(s), "
+                  f"{m['jobs']} at a time, warm starts included) in {m['wall_s'] / 3600:.2f} h."]
     return "\n".join(lines) + "\n"
 
 
@@ -497,6 +546,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     all_cells = cells(suite, flaws, arms, seeds, mode=args.mode, audit_sweep=args.audit_sweep, smoke=args.smoke)
     t0 = time.perf_counter()
     ran = [] if args.read_only else run_matrix(d, all_cells, all_cells, args.jobs, args.timeout, log)
+    matrix_wall = time.perf_counter() - t0
     read = [r for c in all_cells for r in [read_cell(d, c)] if r is not None]
     rows = [r for r in read if r.get("status") == "completed"]  # a cell still running (or killed) is not a result
     incomplete = sorted(r["cell"] for r in read if r.get("status") != "completed")
@@ -513,9 +563,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         "failed": [r for r in ran if r.get("returncode")],
         "aggregate": aggregate(rows), "comparisons": comparisons(rows),
         "audit_sweep": aggregate([r for r in rows if "-audit" in r["arm"]]) if args.audit_sweep else None,
-        "cost": cost(rows, {**included_sft_runs(args.include, steps), **sft_runs(d)}, steps, jobs=args.jobs),
+        "cost": cost(rows, sft_runs(d), steps, jobs=args.jobs, sft_fallback=included_sft_runs(args.include, steps)),
         "runs": [{k: v for k, v in r.items() if k not in ("diagnosis_kinds",)} for r in rows],
     }
+    if any(r["ran"] for r in ran):  # what this invocation's own matrix took, start to end: the measured cost
+        result["cost"]["measured"] = {"cells_ran": sum(1 for r in ran if r["ran"]), "cells": len(all_cells),
+                                      "seeds": len(seeds), "jobs": args.jobs, "wall_s": round(matrix_wall, 1)}
     table = markdown(result)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2, default=str))

@@ -87,3 +87,60 @@ def test_sft_timings_of_included_reports_still_count(tmp_path):
     c = ev.cost(rows, {**runs, "k0": {"steps": 500, "s": 50.0}}, {"a": 500}, jobs=1, seeds=(3,))
     assert c["sft_runs_measured"] == 2 and c["median_sft_s"] == {"a": 115.0}
     assert c["sft_runs"]["k0"] == {"steps": 500, "s": 50.0}
+
+
+bench = _evolution()
+
+
+def _cells(flaws, seeds, arms=("fixed", "reference", "evolving"), mode="cold"):
+    suite = bench.load_suite()
+    return bench.cells(suite, flaws, list(arms), seeds, mode=mode, audit_sweep=None, smoke=False)
+
+
+def test_each_warm_start_is_trained_once_and_the_code_flaws_go_first():
+    todo = _cells(["arithmetic/hedge", "code/visible_tests"], [0, 1])
+    order = bench.cell_order(todo)
+    heads = [c["name"] for c, deps in order if not deps]
+    assert len(heads) == 4  # one per (flaw, seed): each trains its warm start, nothing waits on it
+    assert [c for c, deps in order if not deps][0]["flaw"] == "code/visible_tests"
+    first = {(c["flaw"], c["seed"]): c["name"] for c, deps in order if not deps}
+    for c, deps in order:
+        if deps:
+            assert deps == [first[(c["flaw"], c["seed"])]]
+    assert sorted(c["name"] for c, _ in order) == sorted(c["name"] for c in todo)
+
+
+def test_warm_cells_wait_for_the_other_flaws_cold_evolving_runs():
+    todo = _cells(["arithmetic/hedge", "arithmetic/echo"], [0], arms=("fixed", "evolving"), mode="both")
+    order = dict((c["name"], deps) for c, deps in bench.cell_order(todo))
+    warm = next(n for n in order if n.startswith("arithmetic_hedge__evolving-warm"))
+    assert "arithmetic_echo__evolving__seed0" in order[warm]
+    assert not any("hedge__evolving__" in x for x in order[warm])
+
+
+def test_the_scheduler_runs_each_cell_after_its_dependencies(tmp_path, monkeypatch):
+    todo = _cells(["arithmetic/hedge", "arithmetic/echo"], [0], arms=("fixed", "evolving"), mode="both")
+    finished: list[str] = []
+
+    def fake_run(d, cell, all_cells, timeout):
+        deps = dict((c["name"], ds) for c, ds in bench.cell_order(todo))[cell["name"]]
+        assert all(x in finished for x in deps), (cell["name"], deps, finished)
+        finished.append(cell["name"])
+        return {"name": cell["name"], "ran": True, "wall_s": 0.0, "returncode": 0}
+
+    monkeypatch.setattr(bench, "run_cell", fake_run)
+    out = bench.run_matrix(tmp_path, todo, todo, 2, 1.0, lambda m: None)
+    assert sorted(r["name"] for r in out) == sorted(c["name"] for c in todo)
+
+
+def test_cells_timed_here_win_over_included_timings():
+    """An included report's (possibly busier) timings stand in only for flaws and arms not timed here."""
+    here = [{**_row("a__fixed__seed0", "a", "fixed", 0, 0.5), "wall_s": 100.0}]
+    old = [{**_row(f"a__{arm}__seed1", "a", arm, 1, 0.5), "wall_s": 300.0, "source": "old.json"}
+           for arm in ("fixed", "evolving")]
+    c = bench.cost(here + old, {"k": {"steps": 500, "s": 60.0}}, {"a": 500}, jobs=1, seeds=(1,),
+                   sft_fallback={"old:a": {"steps": 500, "s": 200.0}})
+    assert c["median_cell_wall_s"] == {"a": {"evolving": 300.0, "fixed": 100.0}}
+    assert c["median_sft_s"] == {"a": 60.0}
+    assert c["timed_here"] == ["a fixed"]
+    assert c["projected_wall_h"]["seeds_1"] == round(460.0 / 3600, 2)
