@@ -7,7 +7,7 @@ Large payloads live in the blob store; events hold a ``BlobRef`` to them.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import attrs
 
@@ -30,6 +30,7 @@ __all__ = [
     "BacktestFailed",
     "BacktestInconclusive",
     "backtest_decision",
+    "backtest_decision_of",
     "BACKTEST_RESULTS",
     "Promoted",
     "Rejected",
@@ -326,13 +327,20 @@ BACKTEST_RESULTS = (BacktestPassed, BacktestFailed, BacktestInconclusive)
 def backtest_decision(ev: Event) -> Optional[bool]:
     """What a logged backtest decided: True (passed), False (failed) or None (no decision),
     reading legacy ``BacktestFailed`` events whose figures say ``decision: none`` as None."""
-    if isinstance(ev, BacktestPassed):
+    if not isinstance(ev, BACKTEST_RESULTS):
+        raise TypeError(f"{type(ev).__name__} is not a backtest result")
+    return backtest_decision_of(ev.TYPE, ev.figures)
+
+
+def backtest_decision_of(event_type: str, figures: Optional[Mapping[str, Any]]) -> Optional[bool]:
+    """``backtest_decision`` for readers of raw payloads: a result's type name and its figures."""
+    if event_type == BacktestPassed.TYPE:
         return True
-    if isinstance(ev, BacktestInconclusive):
+    if event_type == BacktestFailed.TYPE:
+        return None if (figures or {}).get("decision") == "none" else False
+    if event_type == BacktestInconclusive.TYPE:
         return None
-    if isinstance(ev, BacktestFailed):
-        return None if ev.figures.get("decision") == "none" else False
-    raise TypeError(f"{type(ev).__name__} is not a backtest result")
+    raise TypeError(f"{event_type} is not a backtest result")
 
 
 @event_type("evo.Promoted", version=2)

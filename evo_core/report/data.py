@@ -15,6 +15,9 @@ import attrs
 
 from evo_core.audit.errors import AuditError
 from evo_core.audit.index import require_run
+from evo_events import BACKTEST_RESULTS, backtest_decision_of
+
+_BACKTEST_TYPES = frozenset(c.TYPE for c in BACKTEST_RESULTS)
 
 # Older logs call the validation split "heldout"; the report shows both as "validation".
 SPLIT_ALIASES = {"heldout": "validation", "val": "validation", "valid": "validation"}
@@ -142,11 +145,8 @@ def collect(store: Any, run_id: str, *, progress: Optional[Callable[[int], None]
             diag_by_id[d["event_id"]] = d
         elif t == "evo.InterventionProposed":
             proposals[d["event_id"]] = d
-        elif t in ("evo.BacktestPassed", "evo.BacktestFailed", "evo.BacktestInconclusive"):
-            decided = {"evo.BacktestPassed": True, "evo.BacktestFailed": False}.get(t)  # None: no decision
-            if decided is False and (d.get("figures") or {}).get("decision") == "none":
-                decided = None  # a log older than BacktestInconclusive
-            d["passed"] = decided
+        elif t in _BACKTEST_TYPES:
+            d["passed"] = backtest_decision_of(t, d.get("figures"))
             backtests[d["proposal_id"]].append(d)
         elif t in ("evo.Promoted", "evo.Rejected"):
             promoted = t == "evo.Promoted"

@@ -7,7 +7,7 @@ import pytest
 
 from evo_core.audit.recorded import outcome_of
 from evo_core.audit.replay_diff import IdMap, first_difference, type_of
-from evo_events import BacktestFailed, BacktestInconclusive, BacktestPassed, Emitter, backtest_decision
+from evo_events import BacktestFailed, BacktestInconclusive, BacktestPassed, Emitter, backtest_decision, backtest_decision_of
 
 
 def _bt(cls, decision, **kw):
@@ -25,6 +25,7 @@ def test_backtest_decision_reads_every_form(cls, decision, expected):
     ev = _bt(cls, decision)
     assert backtest_decision(ev) is expected
     assert outcome_of(ev).passed is expected
+    assert backtest_decision_of(ev.TYPE, dict(ev.figures)) is expected  # raw payloads (the report) read alike
 
 
 def test_backtest_decision_refuses_other_events():
