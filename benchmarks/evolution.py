@@ -296,6 +296,17 @@ def included_sft_runs(paths: list[str], sft_steps: dict[str, int]) -> dict[str, 
     return out
 
 
+def included_measurements(paths: list[str]) -> list[dict[str, Any]]:
+    """The measured matrix wall times that earlier reports carry (each invocation once)."""
+    out: list[dict[str, Any]] = []
+    for path in paths:
+        m = (json.loads(Path(path).read_text()).get("cost") or {}).get("measured")
+        for entry in ([m] if isinstance(m, dict) else m or []):
+            if entry not in out:
+                out.append({**entry, "source": entry.get("source") or str(path)})
+    return out
+
+
 def flaw_sft_steps(suite: dict[str, Any], flaws: list[str]) -> dict[str, int]:
     """How many SFT steps each flaw's warm start takes (its config with the suite's overrides)."""
     from evo_core.config import load_config
@@ -421,10 +432,11 @@ def markdown(result: dict[str, Any]) -> str:
         proj = ", ".join(f"{k.split('_')[1]} seeds {v} h" for k, v in c["projected_wall_h"].items())
         lines += ["", f"Cost on this machine, projected from the cells' median wall times and {c['sft_runs_measured']} "
                       f"SFT warm starts at {c['jobs']} cells at a time: {proj} (budget for 3 seeds: {c['budget_h']['seeds_3']:g} h)."]
-    m = c.get("measured")
-    if m:
-        lines += [f"Measured: this invocation ran {m['cells_ran']} of {m['cells']} cells ({m['seeds']} seed(s), "
-                  f"{m['jobs']} at a time, warm starts included) in {m['wall_s'] / 3600:.2f} h."]
+    for m in c.get("measured") or []:
+        full = m["cells_ran"] == m["cells"]
+        lines += [f"Measured: one invocation ran {m['cells_ran']} of its {m['cells']} cells ({m['seeds']} seed(s)"
+                  + (f" of {m['flaws']} flaws" if m.get("flaws") else "") + f", {m['jobs']} at a time, warm starts "
+                  f"included) in {m['wall_s'] / 3600:.2f} h" + ("" if full else " (resumed: the rest were read)") + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -566,9 +578,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         "cost": cost(rows, sft_runs(d), steps, jobs=args.jobs, sft_fallback=included_sft_runs(args.include, steps)),
         "runs": [{k: v for k, v in r.items() if k not in ("diagnosis_kinds",)} for r in rows],
     }
+    measured = included_measurements(args.include)
     if any(r["ran"] for r in ran):  # what this invocation's own matrix took, start to end: the measured cost
-        result["cost"]["measured"] = {"cells_ran": sum(1 for r in ran if r["ran"]), "cells": len(all_cells),
-                                      "seeds": len(seeds), "jobs": args.jobs, "wall_s": round(matrix_wall, 1)}
+        measured.append({"cells_ran": sum(1 for r in ran if r["ran"]), "cells": len(all_cells), "seeds": len(seeds),
+                         "flaws": len(flaws), "jobs": args.jobs, "wall_s": round(matrix_wall, 1),
+                         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    if measured:
+        result["cost"]["measured"] = measured
     table = markdown(result)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2, default=str))

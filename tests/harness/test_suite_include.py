@@ -144,3 +144,16 @@ def test_cells_timed_here_win_over_included_timings():
     assert c["median_sft_s"] == {"a": 60.0}
     assert c["timed_here"] == ["a fixed"]
     assert c["projected_wall_h"]["seeds_1"] == round(460.0 / 3600, 2)
+
+
+def test_measured_matrix_walls_carry_over_from_included_reports(tmp_path):
+    m = {"cells_ran": 18, "cells": 18, "seeds": 1, "flaws": 6, "jobs": 2, "wall_s": 3000.0}
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps({"runs": [], "cost": {"measured": m}}))  # one invocation's own report
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps({"runs": [], "cost": {"measured": [{**m, "source": str(a)}]}}))  # a report that included it
+    got = bench.included_measurements([str(a), str(b)])
+    assert got == [{**m, "source": str(a)}]
+    text = bench.markdown({"aggregate": {}, "comparisons": {}, "seeds": [0], "mode": "cold", "audit_rate": "0.05",
+                           "cost": {"measured": got}})
+    assert "ran 18 of its 18 cells (1 seed(s) of 6 flaws, 2 at a time, warm starts included) in 0.83 h." in text
