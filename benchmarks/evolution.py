@@ -300,7 +300,12 @@ def included_measurements(paths: list[str]) -> list[dict[str, Any]]:
     """The measured matrix wall times that earlier reports carry (each invocation once)."""
     out: list[dict[str, Any]] = []
     for path in paths:
-        m = (json.loads(Path(path).read_text()).get("cost") or {}).get("measured")
+        rep = json.loads(Path(path).read_text())
+        m = (rep.get("cost") or {}).get("measured")
+        if m is None and "--read-only" not in rep.get("command", "") and rep.get("total_wall_s"):
+            # a report from before cost.measured: its total wall time, without a count of the cells it ran
+            m = {"cells_ran": None, "cells": rep["cells"], "seeds": len(rep["seeds"]), "flaws": len(rep["flaws"]),
+                 "jobs": (rep.get("cost") or {}).get("jobs"), "wall_s": round(float(rep["total_wall_s"]), 1)}
         for entry in ([m] if isinstance(m, dict) else m or []):
             if entry not in out:
                 out.append({**entry, "source": entry.get("source") or str(path)})
@@ -433,10 +438,11 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["", f"Cost on this machine, projected from the cells' median wall times and {c['sft_runs_measured']} "
                       f"SFT warm starts at {c['jobs']} cells at a time: {proj} (budget for 3 seeds: {c['budget_h']['seeds_3']:g} h)."]
     for m in c.get("measured") or []:
-        full = m["cells_ran"] == m["cells"]
-        lines += [f"Measured: one invocation ran {m['cells_ran']} of its {m['cells']} cells ({m['seeds']} seed(s)"
+        ran = "its" if m["cells_ran"] is None else f"{m['cells_ran']} of its"
+        lines += [f"Measured: one invocation ran {ran} {m['cells']} cells ({m['seeds']} seed(s)"
                   + (f" of {m['flaws']} flaws" if m.get("flaws") else "") + f", {m['jobs']} at a time, warm starts "
-                  f"included) in {m['wall_s'] / 3600:.2f} h" + ("" if full else " (resumed: the rest were read)") + "."]
+                  f"included) in {m['wall_s'] / 3600:.2f} h"
+                  + (" (resumed: the rest were read)" if m["cells_ran"] not in (None, m["cells"]) else "") + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -157,3 +157,15 @@ def test_measured_matrix_walls_carry_over_from_included_reports(tmp_path):
     text = bench.markdown({"aggregate": {}, "comparisons": {}, "seeds": [0], "mode": "cold", "audit_rate": "0.05",
                            "cost": {"measured": got}})
     assert "ran 18 of its 18 cells (1 seed(s) of 6 flaws, 2 at a time, warm starts included) in 0.83 h." in text
+
+
+def test_a_report_without_cost_measured_contributes_its_total_wall(tmp_path):
+    rep = {"command": "python benchmarks/evolution.py --suite --seeds 1", "cells": 18, "seeds": [0], "flaws": ["a"] * 6,
+           "total_wall_s": 3600.0, "runs": [], "cost": {"jobs": 2}}
+    (tmp_path / "ran.json").write_text(json.dumps(rep))
+    (tmp_path / "read.json").write_text(json.dumps({**rep, "command": rep["command"] + " --read-only"}))
+    got = bench.included_measurements([str(tmp_path / "ran.json"), str(tmp_path / "read.json")])
+    assert [(m["cells_ran"], m["cells"], m["wall_s"]) for m in got] == [(None, 18, 3600.0)]  # aggregating is not running
+    text = bench.markdown({"aggregate": {}, "comparisons": {}, "seeds": [0], "mode": "cold", "audit_rate": "0.05",
+                           "cost": {"measured": got}})
+    assert "ran its 18 cells (1 seed(s) of 6 flaws, 2 at a time, warm starts included) in 1.00 h." in text
