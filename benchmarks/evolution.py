@@ -144,19 +144,23 @@ def run_cell(d: Path, cell: dict[str, Any], all_cells: list[dict[str, Any]], tim
     return out
 
 
-def cell_order(todo: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[str]]]:
+def cell_order(todo: list[dict[str, Any]], heavy: Optional[dict[str, int]] = None) -> list[tuple[dict[str, Any], list[str]]]:
     """Each cell with the names of the cells it must wait for. The first cell of each (flaw, seed)
     trains and caches the warm start the others reuse; a warm cell reads the skills of the cold
-    evolving runs of the other flaws, same seed. The first cells go first, the code flaw's (the
-    longest warm start) ahead of the rest, so that no core waits at the end on one long cell."""
+    evolving runs of the other flaws, same seed. Longest first, so that no core waits at the
+    end on one long cell: flaws by ``heavy`` (a size per flaw: the SFT steps of its warm
+    start), and evolving cells (they train backtest branches too) before the others."""
+    heavy = heavy or {}
+
+    def key(c: dict[str, Any]) -> tuple:
+        return (-heavy.get(c["flaw"], 0), not c["arm"].startswith("evolving"), c["seed"])
+
     first: dict[tuple[str, int], dict[str, Any]] = {}
     for c in todo:
         first.setdefault((c["flaw"], c["seed"]), c)
-    heavy = sorted(first.values(), key=lambda c: (not c["flaw"].startswith("code"), c["seed"]))
-    out = [(c, []) for c in heavy]
-    for c in todo:
-        if c in heavy:
-            continue
+    heads = sorted(first.values(), key=key)
+    out = [(c, []) for c in heads]
+    for c in sorted((c for c in todo if c not in heads), key=key):
         deps = [first[(c["flaw"], c["seed"])]["name"]]
         if c["mode"] == "warm":
             deps += [x["name"] for x in todo if x["mode"] == "cold" and x["arm"] == "evolving" and not x["variant"]
@@ -166,12 +170,12 @@ def cell_order(todo: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[st
 
 
 def run_matrix(d: Path, todo: list[dict[str, Any]], all_cells: list[dict[str, Any]], jobs: int, timeout: float,
-               log: Any) -> list[dict[str, Any]]:
+               log: Any, heavy: Optional[dict[str, int]] = None) -> list[dict[str, Any]]:
     """Runs ``jobs`` cells at a time, each as soon as the cells it depends on are done (no phase
     barrier: a core that finishes early takes the next ready cell)."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
-    pending = cell_order(todo)
+    pending = cell_order(todo, heavy)
     done: set[str] = set()
     results: list[dict[str, Any]] = []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
@@ -563,13 +567,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     log = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
     all_cells = cells(suite, flaws, arms, seeds, mode=args.mode, audit_sweep=args.audit_sweep, smoke=args.smoke)
     t0 = time.perf_counter()
-    ran = [] if args.read_only else run_matrix(d, all_cells, all_cells, args.jobs, args.timeout, log)
+    steps = flaw_sft_steps(suite, flaws)
+    ran = [] if args.read_only else run_matrix(d, all_cells, all_cells, args.jobs, args.timeout, log, heavy=steps)
     matrix_wall = time.perf_counter() - t0
     read = [r for c in all_cells for r in [read_cell(d, c)] if r is not None]
     rows = [r for r in read if r.get("status") == "completed"]  # a cell still running (or killed) is not a result
     incomplete = sorted(r["cell"] for r in read if r.get("status") != "completed")
     rows += included_rows(args.include, {r["cell"] for r in rows}, flaws, seeds, mode=args.mode)
-    steps = flaw_sft_steps(suite, flaws)
     result = {
         "command": "python benchmarks/evolution.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "suite": str(Path(args.suite_file).relative_to(ROOT)) if Path(args.suite_file).is_relative_to(ROOT) else args.suite_file,

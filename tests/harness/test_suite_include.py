@@ -97,12 +97,15 @@ def _cells(flaws, seeds, arms=("fixed", "reference", "evolving"), mode="cold"):
     return bench.cells(suite, flaws, list(arms), seeds, mode=mode, audit_sweep=None, smoke=False)
 
 
-def test_each_warm_start_is_trained_once_and_the_code_flaws_go_first():
-    todo = _cells(["arithmetic/hedge", "code/visible_tests"], [0, 1])
-    order = bench.cell_order(todo)
+def test_each_warm_start_is_trained_once_and_the_longest_cells_go_first():
+    flaws = ["arithmetic/hedge", "code/visible_tests"]
+    todo = _cells(flaws, [0, 1])
+    order = bench.cell_order(todo, bench.flaw_sft_steps(bench.load_suite(), flaws))
     heads = [c["name"] for c, deps in order if not deps]
     assert len(heads) == 4  # one per (flaw, seed): each trains its warm start, nothing waits on it
-    assert [c for c, deps in order if not deps][0]["flaw"] == "code/visible_tests"
+    assert [c["flaw"] for c, deps in order[:2]] == ["code/visible_tests"] * 2  # the longer warm start
+    rest = [(c["flaw"], c["arm"]) for c, deps in order if deps]
+    assert rest[:2] == [("code/visible_tests", "evolving")] * 2  # then the heaviest flaw's evolving cells
     first = {(c["flaw"], c["seed"]): c["name"] for c, deps in order if not deps}
     for c, deps in order:
         if deps:
