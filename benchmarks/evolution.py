@@ -367,6 +367,19 @@ def cost(rows: list[dict[str, Any]], sft: dict[str, dict[str, float]], sft_steps
             "budget_h": {"seeds_3": 2.0}}
 
 
+def provenance(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per flaw, how many cells each code version ran: figures are comparable only within one.
+    Rows of reports older than the run's ``code_version`` are named by the report they came from."""
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if r["arm"] == "fixed+early-stop":
+            continue  # derived from the fixed cell, not a run of its own
+        key = r.get("code_version") or f"unrecorded (from {r.get('source') or 'this directory'})"
+        per = out.setdefault(r["flaw"], {})
+        per[key] = per.get(key, 0) + 1
+    return out
+
+
 def early_stop_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """fixed+early-stop: the fixed run's trajectory, the best-validation checkpoint kept."""
     out = []
@@ -436,6 +449,11 @@ def markdown(result: dict[str, Any]) -> str:
         met = "yes" if all(goal.values()) else "no: " + ", ".join(k for k, v in goal.items() if not v)
         n = len((es or ref or {}).get("seeds") or [])
         lines.append(f"| {flaw} | {n} | {fmt(es['test_main']) if es else '–'} | {fmt(ref['test_main']) if ref else '–'} | {met} |")
+    mixed = {f: p for f, p in (result.get("provenance") or {}).items() if len(p) > 1}
+    if mixed:
+        lines += ["", "Not every cell was run by the same code (cells per code version; a figure is only "
+                      "comparable with one run by the same code):"]
+        lines += [f"- {f}: " + ", ".join(f"{k} ({n})" for k, n in sorted(p.items())) for f, p in mixed.items()]
     c = result.get("cost") or {}
     if c.get("projected_wall_h"):
         proj = ", ".join(f"{k.split('_')[1]} seeds {v} h" for k, v in c["projected_wall_h"].items())
@@ -585,6 +603,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "failed": [r for r in ran if r.get("returncode")],
         "aggregate": aggregate(rows), "comparisons": comparisons(rows),
         "audit_sweep": aggregate([r for r in rows if "-audit" in r["arm"]]) if args.audit_sweep else None,
+        "provenance": provenance(rows),
         "cost": cost(rows, sft_runs(d), steps, jobs=args.jobs, sft_fallback=included_sft_runs(args.include, steps)),
         "runs": [{k: v for k, v in r.items() if k not in ("diagnosis_kinds",)} for r in rows],
     }

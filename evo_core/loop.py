@@ -35,6 +35,7 @@ import structlog
 
 from evo_core import faults
 from evo_core.checkpoints import CheckpointError, Checkpoints
+from evo_core.code_version import code_version
 from evo_core.config import ConfigError, RunConfig, config_hash
 from evo_core.harness import EvidenceWindow, HarnessEngine, PassInput, build_harness
 from evo_core.plugins import PluginFailure, PluginManager
@@ -72,15 +73,6 @@ class RunOutcome:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def code_version() -> str:
-    try:
-        import importlib.metadata as md
-
-        return md.version("evotrainer")
-    except Exception:
-        return "0+unknown"
 
 
 class RunLoop:

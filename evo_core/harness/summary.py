@@ -73,7 +73,8 @@ def summarize_run(events: Iterable[Event], metric: Optional[str] = None) -> dict
     out: dict[str, Any] = {
         "run_id": started.run_id if started else None, "mode": started.harness_mode if started else None,
         "arm": run_cfg.get("arm") or (started.harness_mode if started else None),
-        "seed": started.seed if started else None, "flaw": ((config.get("task") or {}).get("options") or {}).get("flaw"),
+        "seed": started.seed if started else None, "code_version": started.code_version if started else None,
+        "flaw": ((config.get("task") or {}).get("options") or {}).get("flaw"),
         "status": next((e.status for e in reversed(events) if isinstance(e, RunFinished)), "running"),
         "steps": max((e.step for e in events if isinstance(e, StepCompleted)), default=0),
         "test_main": acc(main_test), "hack_main": hack(main_test),

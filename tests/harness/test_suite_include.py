@@ -172,3 +172,14 @@ def test_a_report_without_cost_measured_contributes_its_total_wall(tmp_path):
     text = bench.markdown({"aggregate": {}, "comparisons": {}, "seeds": [0], "mode": "cold", "audit_rate": "0.05",
                            "cost": {"measured": got}})
     assert "ran its 18 cells (1 seed(s) of 6 flaws, 2 at a time, warm starts included) in 1.00 h." in text
+
+
+def test_the_report_says_when_cells_come_from_different_code():
+    rows = [{**_row("a__fixed__seed0", "a", "fixed", 0, 0.5), "code_version": "0.1+gaaa"},
+            {**_row("a__fixed__seed1", "a", "fixed", 1, 0.5), "source": "old.json"},
+            {**_row("b__fixed__seed0", "b", "fixed", 0, 0.5), "code_version": "0.1+gaaa"}]
+    prov = bench.provenance(rows + bench.early_stop_rows(rows))
+    assert prov == {"a": {"0.1+gaaa": 1, "unrecorded (from old.json)": 1}, "b": {"0.1+gaaa": 1}}
+    text = bench.markdown({"aggregate": {}, "comparisons": {}, "seeds": [0, 1], "mode": "cold", "audit_rate": "0.05",
+                           "provenance": prov})
+    assert "- a: 0.1+gaaa (1), unrecorded (from old.json) (1)" in text and "- b:" not in text
