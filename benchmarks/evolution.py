@@ -8,7 +8,8 @@
 
 Every cell (flaw, arm, seed) is one ``evo run`` in its own SQLite store under ``--dir``; a cell
 whose store holds a completed run is read, not re-run, and an interrupted one is resumed, so a
-killed suite continues where it stopped. Cells run ``--jobs`` at a time (one torch thread each).
+killed suite continues where it stopped. Cells run ``--jobs`` at a time (one torch thread each),
+each as soon as its warm start exists, longest first.
 Every figure is read back from the logs (``evo_core.harness.summary``): test-split figures that
 nothing in the harness read. ``fixed+early-stop`` is the fixed run's own trajectory with the
 checkpoint of best validation accuracy kept (its training is identical: nothing acts on it).
