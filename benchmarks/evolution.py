@@ -312,8 +312,9 @@ def included_measurements(paths: list[str]) -> list[dict[str, Any]]:
             m = {"cells_ran": None, "cells": rep["cells"], "seeds": len(rep["seeds"]), "flaws": len(rep["flaws"]),
                  "jobs": (rep.get("cost") or {}).get("jobs"), "wall_s": round(float(rep["total_wall_s"]), 1)}
         for entry in ([m] if isinstance(m, dict) else m or []):
+            entry = {**entry, "source": entry.get("source") or str(path)}
             if entry not in out:
-                out.append({**entry, "source": entry.get("source") or str(path)})
+                out.append(entry)
     return out
 
 

@@ -169,6 +169,8 @@ def test_a_report_without_cost_measured_contributes_its_total_wall(tmp_path):
     (tmp_path / "read.json").write_text(json.dumps({**rep, "command": rep["command"] + " --read-only"}))
     got = bench.included_measurements([str(tmp_path / "ran.json"), str(tmp_path / "read.json")])
     assert [(m["cells_ran"], m["cells"], m["wall_s"]) for m in got] == [(None, 18, 3600.0)]  # aggregating is not running
+    (tmp_path / "agg.json").write_text(json.dumps({"runs": [], "cost": {"measured": got}}))  # a report that included it
+    assert bench.included_measurements([str(tmp_path / "agg.json"), str(tmp_path / "ran.json")]) == got
     text = bench.markdown({"aggregate": {}, "comparisons": {}, "seeds": [0], "mode": "cold", "audit_rate": "0.05",
                            "cost": {"measured": got}})
     assert "ran its 18 cells (1 seed(s) of 6 flaws, 2 at a time, warm starts included) in 1.00 h." in text
