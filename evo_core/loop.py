@@ -109,10 +109,11 @@ class RunLoop:
         if not events:
             return
         t0 = time.perf_counter()
-        self.store.append(self.stream, list(events), expected_version=self.version)
-        for ev in events:
-            self.version += 1
-            apply(self.state, ev, self.version)
+        with _uninterrupted():  # the commit and the version the loop holds move together
+            self.store.append(self.stream, list(events), expected_version=self.version)
+            for ev in events:
+                self.version += 1
+                apply(self.state, ev, self.version)
         t1 = time.perf_counter()
         self.timings["append"] += t1 - t0
         self._observe(events, final=final)
@@ -501,8 +502,31 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, handled like Ctrl-C: the run is marked stopped and can be resumed."""
 
 
+class _Shield:
+    """SIGTERM held while a batch is committed and folded: raised in the middle, it would leave
+    the loop's stream version behind the store's, and the stop could not be sealed."""
+
+    depth = 0
+    pending = False
+
+
 def _terminate(signum: int, frame: Any) -> None:
+    if _Shield.depth:
+        _Shield.pending = True
+        return
     raise Terminated()
+
+
+@contextlib.contextmanager
+def _uninterrupted() -> Any:
+    _Shield.depth += 1
+    try:
+        yield
+    finally:
+        _Shield.depth -= 1
+        if _Shield.depth == 0 and _Shield.pending:
+            _Shield.pending = False
+            raise Terminated()
 
 
 def _install_sigterm() -> Any:

@@ -465,3 +465,25 @@ def test_rollout_engine_from_config_gets_every_weight_sync_logged(tmp_path, monk
     assert engines[0].synced == [0, 1, 2]
     ups = [e for e in store.events(run_stream(loop.run_id)) if isinstance(e, PolicyUpdated) and e.target == "fake-server"]
     assert [(e.step, e.policy_version) for e in ups] == [(0, 0), (1, 1), (2, 2)]
+
+
+def test_sigterm_during_a_commit_waits_for_the_fold():
+    """A SIGTERM that lands while a batch is appended is raised once the loop's version matches
+    the store's, so the stop can be sealed (it once left the run without its RunFinished)."""
+    from evo_core import loop as loop_mod
+
+    previous = loop_mod._install_sigterm()
+    try:
+        folded = []
+        with pytest.raises(loop_mod.Terminated):
+            with loop_mod._uninterrupted():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)  # the handler runs here and must not raise
+                folded.append("version moved with the commit")
+        assert folded == ["version moved with the commit"]
+        assert not loop_mod._Shield.pending and loop_mod._Shield.depth == 0
+        with pytest.raises(loop_mod.Terminated):  # outside a commit it stops at once
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
