@@ -586,8 +586,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     d.mkdir(parents=True, exist_ok=True)
     log = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
     all_cells = cells(suite, flaws, arms, seeds, mode=args.mode, audit_sweep=args.audit_sweep, smoke=args.smoke)
-    t0 = time.perf_counter()
     steps = flaw_sft_steps(suite, flaws)
+    t0 = time.perf_counter()
     ran = [] if args.read_only else run_matrix(d, all_cells, all_cells, args.jobs, args.timeout, log, heavy=steps)
     matrix_wall = time.perf_counter() - t0
     read = [r for c in all_cells for r in [read_cell(d, c)] if r is not None]

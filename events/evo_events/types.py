@@ -32,6 +32,7 @@ __all__ = [
     "backtest_decision",
     "backtest_decision_of",
     "BACKTEST_RESULTS",
+    "BACKTEST_RESULT_TYPES",
     "Promoted",
     "Rejected",
     "InterventionReverted",
@@ -320,8 +321,9 @@ class BacktestInconclusive(_BacktestResult):
     existed record the same outcome as ``BacktestFailed`` with ``figures["decision"] == "none"``."""
 
 
-# Every event type a backtester's verdict is logged as.
+# Every event type a backtester's verdict is logged as, and their type names.
 BACKTEST_RESULTS = (BacktestPassed, BacktestFailed, BacktestInconclusive)
+BACKTEST_RESULT_TYPES = tuple(c.TYPE for c in BACKTEST_RESULTS)
 
 
 def backtest_decision(ev: Event) -> Optional[bool]:

@@ -15,6 +15,7 @@ import attrs
 import structlog
 
 from evo_events import (
+    BACKTEST_RESULT_TYPES,
     BACKTEST_RESULTS,
     BlobRef,
     EvalCompleted,
@@ -152,7 +153,7 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
         reached[proposal_i] = proposal  # type: ignore[index]
         # Backtests of this proposal that the decision did not cite (a failed offline one, say).
         needle = b'"proposal_id":"' + proposal.event_id.encode() + b'"'
-        for j in index.find_payload(tuple(c.TYPE for c in BACKTEST_RESULTS), needle):
+        for j in index.find_payload(BACKTEST_RESULT_TYPES, needle):
             ev = index.event(j)
             if ev.proposal_id == proposal.event_id:  # type: ignore[attr-defined]
                 reached.setdefault(j, ev)

@@ -5,6 +5,7 @@ the harness's work (online backtests, main-line snapshots), to stand in for the 
 from __future__ import annotations
 
 from evo_events import (
+    BACKTEST_RESULT_TYPES,
     BACKTEST_RESULTS,
     BacktestFailed,
     BacktestInconclusive,
@@ -65,7 +66,7 @@ def recorded_stand_ins(index: RunIndex) -> RecordedBacktests:
     fingerprints: dict[str, str] = {}
     outcomes: dict[tuple[int, str, str], BacktestOutcome] = {}
     snapshots: dict[tuple[int, int], Snapshot] = {}
-    for _, ev in index.of_type(InterventionProposed.TYPE, *(c.TYPE for c in BACKTEST_RESULTS), Promoted.TYPE):
+    for _, ev in index.of_type(InterventionProposed.TYPE, *BACKTEST_RESULT_TYPES, Promoted.TYPE):
         if isinstance(ev, InterventionProposed):
             fingerprints[ev.event_id] = ev.fingerprint
         elif isinstance(ev, BACKTEST_RESULTS):

@@ -15,9 +15,7 @@ import attrs
 
 from evo_core.audit.errors import AuditError
 from evo_core.audit.index import require_run
-from evo_events import BACKTEST_RESULTS, backtest_decision_of
-
-_BACKTEST_TYPES = frozenset(c.TYPE for c in BACKTEST_RESULTS)
+from evo_events import BACKTEST_RESULT_TYPES, backtest_decision_of
 
 # Older logs call the validation split "heldout"; the report shows both as "validation".
 SPLIT_ALIASES = {"heldout": "validation", "val": "validation", "valid": "validation"}
@@ -145,7 +143,7 @@ def collect(store: Any, run_id: str, *, progress: Optional[Callable[[int], None]
             diag_by_id[d["event_id"]] = d
         elif t == "evo.InterventionProposed":
             proposals[d["event_id"]] = d
-        elif t in _BACKTEST_TYPES:
+        elif t in BACKTEST_RESULT_TYPES:
             d["passed"] = backtest_decision_of(t, d.get("figures"))
             backtests[d["proposal_id"]].append(d)
         elif t in ("evo.Promoted", "evo.Rejected"):
