@@ -522,11 +522,15 @@ def _uninterrupted() -> Any:
     _Shield.depth += 1
     try:
         yield
-    finally:
+    except BaseException:
+        # the commit's own error wins (a Terminated raised here would hide it); a held stop
+        # stays pending and is raised when the next commit completes
         _Shield.depth -= 1
-        if _Shield.depth == 0 and _Shield.pending:
-            _Shield.pending = False
-            raise Terminated()
+        raise
+    _Shield.depth -= 1
+    if _Shield.depth == 0 and _Shield.pending:
+        _Shield.pending = False
+        raise Terminated()
 
 
 def _install_sigterm() -> Any:

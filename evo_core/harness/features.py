@@ -102,6 +102,10 @@ def response_features(text: str, *, prompt: str = "", n_tokens: int = 0, truncat
     }
 
 
+# Features that describe a response by the other samples of its group, not by itself.
+GROUP_RELATIVE = frozenset({"group_distance", "group_duplicates"})
+
+
 def group_features(texts: Sequence[str]) -> list[dict[str, Any]]:
     """Per response: how it relates to the other responses to the same prompt."""
     out = []

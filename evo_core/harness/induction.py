@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import attrs
 
+from evo_core.harness.features import GROUP_RELATIVE
 from evo_core.harness.specs import compile_predicate
 
 MAX_CATEGORIES = 5
@@ -40,6 +41,10 @@ class Condition:
 
     def describe(self) -> str:
         return f"{self.ref[0]}.{self.ref[1]} {self.op} {self.value!r}"
+
+    @property
+    def group_relative(self) -> bool:
+        return self.ref[0] == "feature" and self.ref[1] in GROUP_RELATIVE
 
 
 @attrs.frozen
@@ -106,6 +111,8 @@ class Settings:
     beta: float = 0.5  # F-beta weights precision: a false positive penalises honest work
     beam: int = 10
     min_gain: float = 0.02  # a second condition must add at least this much F-beta
+    # on a tie, a condition on the response itself before one on its group (see ``induce``)
+    response_first: bool = True
 
 
 def split_sample(audited: Iterable[Any], pay_threshold: float) -> Sample:
@@ -235,7 +242,12 @@ def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
         sc = Score(bin(bp).count("1"), bin(bn).count("1"), npos, nneg)
         return sc.f_beta(settings.beta), sc
 
-    singles = sorted(range(len(cands)), key=lambda i: (-f(*bits[i])[0], cands[i].describe()))
+    # Ties on the fitting half are common with a small audited sample. A condition on the
+    # response itself goes before one on its group: the group is the policy's other samples,
+    # which training moves (as a loophole spreads, honest answers become the odd ones out), so
+    # a group-relative condition that separates today flags honest work tomorrow.
+    singles = sorted(range(len(cands)), key=lambda i: (-f(*bits[i])[0], settings.response_first and cands[i].group_relative,
+                                                       cands[i].describe()))
     best_f, best = f(*bits[singles[0]])
     best_conds: tuple[Condition, ...] = (cands[singles[0]],)
     for i in singles[:settings.beam]:

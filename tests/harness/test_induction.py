@@ -121,3 +121,23 @@ def test_an_emitted_spec_round_trips_through_the_dsl_and_replays_identically(see
     assert back == spec
     assert evaluate_spec(back, rows) == evaluate_spec(spec, rows)
     assert [matches(back["where"], r) for r in rows] == [matches(spec["where"], r) for r in rows]
+
+
+def test_on_a_tie_a_condition_on_the_response_goes_before_one_on_its_group():
+    """With a small audited sample several conditions separate the fitting half perfectly. The
+    group-relative one (the response against its group's other samples) drifts as training
+    moves the group, so the response's own feature wins the tie, whatever the names' order."""
+    rows = []
+    for i in range(240):
+        hack, right = i % 5 == 0, i % 3 != 0
+        feats = {"group_duplicates": 0.0 if hack else 0.857, "symbols": 3 if hack else 0, "chars": 2}
+        rows.append(rollout(i, step=1 + i // 24, reward=1.0 if hack or right else 0.0, strict=(not hack) and right,
+                            features=feats))
+    ind, _ = induce(rows)
+    assert ind is not None and len(ind.conditions) == 1
+    assert ind.conditions[0].ref == ("feature", "symbols") and ind.fit.precision == 1.0 and ind.fit.recall == 1.0
+    # the group-relative condition still wins where it alone separates
+    rows = [rollout(i, step=r.step, reward=r.reward, strict=r.strict_correct,
+                    features={**r.features, "symbols": i % 4}) for i, r in enumerate(rows)]
+    ind, _ = induce(rows)
+    assert ind is not None and ind.conditions[0].ref == ("feature", "group_duplicates")

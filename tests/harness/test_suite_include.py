@@ -62,7 +62,8 @@ def test_the_cost_projection_uses_medians_and_one_sft_per_flaw_and_seed(tmp_path
     c = ev.cost(rows, runs, {"a": 500}, jobs=2, seeds=(3,))
     # the 5000 s outlier and the warm cell are out; a's warm start is the 500-step median
     assert c["median_cell_wall_s"] == {"a": {"evolving": 310, "fixed": 120, "reference": 200}}
-    assert c["median_sft_s"] == {"a": 60.0} and c["sft_runs_measured"] == 4
+    # the 2500-step warm start stands for no flaw here: the projection rests on three
+    assert c["median_sft_s"] == {"a": 60.0} and c["sft_runs_measured"] == 3
     assert c["projected_wall_h"]["seeds_3"] == round((120 + 200 + 310 + 60) * 3 / 2 / 3600, 2)
 
 
@@ -87,6 +88,9 @@ def test_sft_timings_of_included_reports_still_count(tmp_path):
     c = ev.cost(rows, {**runs, "k0": {"steps": 500, "s": 50.0}}, {"a": 500}, jobs=1, seeds=(3,))
     assert c["sft_runs_measured"] == 2 and c["median_sft_s"] == {"a": 115.0}
     assert c["sft_runs"]["k0"] == {"steps": 500, "s": 50.0}
+    # nothing cached here: the count names the included runs the projection stands on
+    c = ev.cost(rows, {}, {"a": 500}, jobs=1, seeds=(3,), sft_fallback=runs)
+    assert c["sft_runs_measured"] == 2 and c["median_sft_s"] == {"a": 115.0}
 
 
 bench = _evolution()

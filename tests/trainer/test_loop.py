@@ -487,3 +487,25 @@ def test_sigterm_during_a_commit_waits_for_the_fold():
             time.sleep(0.05)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_commit_that_fails_under_a_held_sigterm_raises_its_own_error():
+    """The append's error is what the caller sees, not a graceful stop; the held SIGTERM is
+    raised when the next commit completes."""
+    from evo_core import loop as loop_mod
+
+    previous = loop_mod._install_sigterm()
+    try:
+        with pytest.raises(OSError, match="disk full"):
+            with loop_mod._uninterrupted():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                raise OSError("disk full")
+        assert loop_mod._Shield.pending and loop_mod._Shield.depth == 0
+        with pytest.raises(loop_mod.Terminated):
+            with loop_mod._uninterrupted():
+                pass
+        assert not loop_mod._Shield.pending
+    finally:
+        loop_mod._Shield.pending = False
+        signal.signal(signal.SIGTERM, previous)

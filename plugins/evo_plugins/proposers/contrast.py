@@ -46,7 +46,7 @@ class ContrastProposer:
                       "min_recall": 0.5, "fire_rate": 0.05, "repairs": ["spec_penalty", "rollback", "spec_screen",
                                                                          "oracle_regrade"],
                       "rollback_margin": 0.02, "revise_below_precision": 0.5, "revise_min_flagged": 8,
-                      "max_evidence": 50}
+                      "max_evidence": 50, "response_first": True}
 
     def propose(self, ctx: ProposalContext, params: Mapping[str, Any]) -> list[Any]:
         p = {**self.default_params, **dict(params or {})}
@@ -56,7 +56,7 @@ class ContrastProposer:
         audited = audited_rows(ctx.history or ctx.window.rollouts)
         out: list[Any] = list(self._revisions(ctx, audited, p))
         settings = Settings(pay_threshold=float(p["pay_threshold"]), min_positive=int(p["min_positive"]),
-                            min_negative=int(p["min_negative"]))
+                            min_negative=int(p["min_negative"]), response_first=bool(p["response_first"]))
         induced, report = induce(audited, settings, exclude=self._explained(ctx))
         if induced is None:
             return out  # too little evidence yet: the next pass looks again
