@@ -16,49 +16,37 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from evolution import ROOT, cells, load_suite  # noqa: E402
+from evolution import cells, load_suite, run_cell, store_url  # noqa: E402
 
 RULES = {"response_first": True, "text_order": False}
 
 
 def train_fully_audited(d: Path, flaw: str, seed: int, steps: int) -> str:
-    """The suite's fixed arm, every rollout audited; reuses the directory's cached warm starts."""
-    from evo_core.store.open import open_store
-
+    """The suite's fixed arm, every rollout audited, as a suite cell of its own (resumed or
+    read back like one); reuses the directory's cached warm starts."""
     cell = cells(load_suite(), [flaw], ["fixed"], [seed], mode="cold", audit_sweep=None, smoke=False)[0]
-    url = f"sqlite:///{(d / (cell['name'] + '__audited.sqlite')).resolve()}"
-    store = open_store(url)
-    if any(any(True for _ in store.read_stream(_stream(store, r), types=["evo.RunFinished"])) for r in store.runs()):
-        return url  # trained already
-    cmd = [sys.executable, "-m", "evo_core.cli.app", "run", str(ROOT / cell["config"]), "--store", url, "--no-progress",
-           "--harness", "fixed"]
-    for s in cell["sets"] + ["harness.audit.rate=1.0", f"run.steps={steps}"]:
-        cmd += ["--set", s]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "EVO_NO_PLUGIN_COMMANDS": "1", "EVO_LOG_LEVEL": "WARNING"}
-    subprocess.run(cmd, cwd=d, check=True, env=env, capture_output=True, text=True)
-    return url
-
-
-def _stream(store: Any, run_id: str) -> str:
-    return next(s for s in store.streams() if s.endswith(run_id))
+    cell = {**cell, "name": cell["name"] + "__audited",
+            "sets": cell["sets"] + ["harness.audit.rate=1.0", f"run.steps={steps}"]}
+    out = run_cell(d, cell, [cell], timeout=6 * 3600)
+    if out.get("returncode"):
+        raise SystemExit(f"{cell['name']}: the run failed: {out.get('error')}")
+    return store_url(d, cell)
 
 
 def rollouts_by_step(url: str) -> dict[int, list[Any]]:
-    from evo_core.store.open import open_store
+    from evo_core.store import open_store, run_stream
 
     store = open_store(url, read_only=True)
     out: dict[int, list[Any]] = {}
     for run in store.runs():
-        for e in store.events(_stream(store, run), types=["evo.RolloutCompleted"]):
+        for e in store.events(run_stream(run), types=["evo.RolloutCompleted"]):
             if e.split == "train" and e.strict_correct is not None and e.reward is not None:
                 out.setdefault(e.step, []).append(e)
     return out

@@ -522,12 +522,10 @@ def _uninterrupted() -> Any:
     _Shield.depth += 1
     try:
         yield
-    except BaseException:
-        # the commit's own error wins (a Terminated raised here would hide it); a held stop
-        # stays pending and is raised when the next commit completes
+    finally:
         _Shield.depth -= 1
-        raise
-    _Shield.depth -= 1
+    # reached only when the commit succeeded: its own error wins (a Terminated here would hide
+    # it), and a held stop stays pending until the next commit completes
     if _Shield.depth == 0 and _Shield.pending:
         _Shield.pending = False
         raise Terminated()
