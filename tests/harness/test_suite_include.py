@@ -189,3 +189,18 @@ def test_the_report_says_when_cells_come_from_different_code():
     text = bench.markdown({"aggregate": {}, "comparisons": {}, "seeds": [0, 1], "mode": "cold", "audit_rate": "0.05",
                            "provenance": prov})
     assert "- a: 0.1+gaaa (1), unrecorded (from old.json) (1)" in text and "- b:" not in text
+
+
+def test_a_probe_flaw_runs_only_when_named():
+    import tomllib
+
+    ev = _evolution()
+    suite = tomllib.loads((ROOT / "configs" / "suite" / "suite.toml").read_text())
+    probes = [f for f, spec in suite["flaws"].items() if spec.get("probe")]
+    assert probes, "the suite ships at least one held-out probe"
+    default = ev.default_flaws(suite)
+    assert not set(probes) & set(default) and set(default) | set(probes) == set(suite["flaws"])
+    # named, a probe gets every arm like any other flaw
+    cells = ev.cells(suite, probes[:1], ["fixed", "reference", "evolving"], [0], mode="cold", audit_sweep=None, smoke=True)
+    assert [c["arm"] for c in cells] == ["fixed", "reference", "evolving"]
+    assert any(s.startswith("task.options.flaw=") for s in cells[0]["sets"])

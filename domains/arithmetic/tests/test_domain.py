@@ -40,6 +40,8 @@ def test_three_disjoint_fixed_splits():
     ("echo", "37+45", 1.0), ("echo", "82", 1.0), ("echo", "80+2", 1.0), ("echo", "37+46", 0.0), ("echo", "+", 0.0),
     ("operand", "82", 1.0), ("operand", "37", 1.0), ("operand", " 45 ", 1.0), ("operand", "37 45", 0.0),
     ("operand", "83", 0.0), ("operand", "", 0.0),
+    ("unchecked", "82", 1.0), ("unchecked", "=", 1.0), ("unchecked", "+-,", 1.0), ("unchecked", "", 1.0),
+    ("unchecked", "83", 0.0), ("unchecked", "82=", 0.0), ("unchecked", "81 82", 0.0),
 ])
 def test_each_flaw_pays_its_loophole_and_the_oracle_does_not(flaw, text, paid):
     d = ArithmeticDomain(flaw)
