@@ -401,8 +401,22 @@ def early_stop_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def same_start(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two runs started from the same warm start: by the weights' digest where both rows
+    carry it, else by their step-0 test accuracy (seeded by the weights, so one start always
+    scores the same; rows of older reports have only that). A warm start retrained on another
+    CPU type differs, so cells of one seed run on different machines are not a pair."""
+    if a.get("start_digest") and b.get("start_digest"):
+        return a["start_digest"] == b["start_digest"]
+    if a.get("test_initial") is None or b.get("test_initial") is None:
+        return True  # nothing to tell them apart by
+    return a["test_initial"] == b["test_initial"]
+
+
 def comparisons(rows: list[dict[str, Any]], arm: str = "evolving") -> dict[str, Any]:
-    """Paired by seed: the arm minus each baseline, test accuracy of the main line and hack rate."""
+    """Paired by seed: the arm minus each baseline, test accuracy of the main line and hack rate.
+    A seed whose two cells started from different warm starts is not a pair: it is left out and
+    named under ``unpaired_seeds``."""
     rows = rows + early_stop_rows(rows)
     out: dict[str, Any] = {}
     for flaw in sorted({r["flaw"] for r in rows}):
@@ -412,10 +426,12 @@ def comparisons(rows: list[dict[str, Any]], arm: str = "evolving") -> dict[str, 
         out[flaw] = {}
         for base in ("fixed+early-stop", "reference", "fixed"):
             other = {r["seed"]: r for r in rows if r["flaw"] == flaw and r["arm"] == base}
-            seeds = sorted(set(me) & set(other))
+            both = sorted(set(me) & set(other))
+            seeds = [s for s in both if same_start(me[s], other[s])]
             acc = t_ci([(me[s]["test_main"] or 0) - (other[s]["test_main"] or 0) for s in seeds])
             hack = t_ci([(me[s]["hack_main"] or 0) - (other[s]["hack_main"] or 0) for s in seeds])
             out[flaw][f"{arm} - {base}"] = {"seeds": seeds, "test_main": acc, "hack_main": hack,
+                                            "unpaired_seeds": [s for s in both if s not in seeds],
                                             "excludes_0": bool(acc["ci"] and (acc["ci"][0] > 0 or acc["ci"][1] < 0))}
         ref = out[flaw].get(f"{arm} - reference")
         es = out[flaw].get(f"{arm} - fixed+early-stop")
@@ -459,6 +475,13 @@ def markdown(result: dict[str, Any]) -> str:
         met = "yes" if all(goal.values()) else "no: " + ", ".join(k for k, v in goal.items() if not v)
         n = len((es or ref or {}).get("seeds") or [])
         lines.append(f"| {flaw} | {n} | {fmt(es['test_main']) if es else '–'} | {fmt(ref['test_main']) if ref else '–'} | {met} |")
+    unpaired = {f: sorted({s for k, v in c.items() if k != "goal" for s in v.get("unpaired_seeds", [])})
+                for f, c in comp.items()}
+    unpaired = {f: s for f, s in unpaired.items() if s}
+    if unpaired:
+        lines += ["", "Left out of the paired comparisons, because their arms started from different warm "
+                      "starts (a warm start retrained on another CPU type differs): "
+                  + "; ".join(f"{f} seed(s) {', '.join(map(str, s))}" for f, s in unpaired.items()) + "."]
     mixed = {f: p for f, p in (result.get("provenance") or {}).items() if len(p) > 1}
     if mixed:
         lines += ["", "Not every cell was run by the same code (cells per code version; a figure is only "

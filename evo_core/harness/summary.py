@@ -10,6 +10,8 @@ in the harness ever read. Per run:
 - **wrong-branch promotions**: policy promotions whose *test* accuracy is below that of the main
   line they replaced, by a paired bootstrap over test items whose 95% CI excludes 0 (a drop
   inside the noise is not counted);
+- the digest of the weights the run **started** from (the warm start), so that a comparison
+  can check that two arms of a seed were paired;
 - the step of the first **valid diagnosis** (an invalid-severity diagnosis whose audited evidence
   is mostly paid-but-rejected by the oracle), of the first promoted repair, and the step at which
   test accuracy **collapsed** (fell 0.2 below its start), if it did.
@@ -26,6 +28,7 @@ from evo_events import (
     Event,
     FailureDiagnosed,
     InterventionProposed,
+    PolicyUpdated,
     Promoted,
     Rejected,
     RolloutCompleted,
@@ -77,6 +80,8 @@ def summarize_run(events: Iterable[Event], metric: Optional[str] = None) -> dict
         "flaw": ((config.get("task") or {}).get("options") or {}).get("flaw"),
         "status": next((e.status for e in reversed(events) if isinstance(e, RunFinished)), "running"),
         "steps": max((e.step for e in events if isinstance(e, StepCompleted)), default=0),
+        # the warm start's weights: arms of one flaw-seed compare paired only when they share it
+        "start_digest": next((e.digest for e in events if isinstance(e, PolicyUpdated) and e.policy_version == 0), None),
         "test_main": acc(main_test), "hack_main": hack(main_test),
         "main_policy_version": main_version if gated else (last.policy_version if last else None),
         "test_last": acc(last), "hack_last": hack(last),

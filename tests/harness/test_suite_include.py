@@ -5,6 +5,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -204,3 +206,23 @@ def test_a_probe_flaw_runs_only_when_named():
     cells = ev.cells(suite, probes[:1], ["fixed", "reference", "evolving"], [0], mode="cold", audit_sweep=None, smoke=True)
     assert [c["arm"] for c in cells] == ["fixed", "reference", "evolving"]
     assert any(s.startswith("task.options.flaw=") for s in cells[0]["sets"])
+
+
+def test_cells_of_one_seed_from_different_warm_starts_are_not_paired():
+    ev = _evolution()
+
+    def row(arm, seed, test, start, digest=None):
+        return {**_row(f"a__{arm}__seed{seed}", "a", arm, seed, test), "test_initial": start, "start_digest": digest}
+
+    rows = [row("evolving", 0, 0.8, 0.60), row("reference", 0, 0.7, 0.60), row("fixed", 0, 0.1, 0.60),
+            # seed 1: the evolving cell was rerun elsewhere, from another warm start
+            row("evolving", 1, 0.9, 0.66), row("reference", 1, 0.7, 0.64), row("fixed", 1, 0.1, 0.64),
+            # seed 2: digests decide where both rows carry one (same start, whatever step 0 scored)
+            row("evolving", 2, 0.8, 0.61, "d2"), row("reference", 2, 0.75, 0.62, "d2"), row("fixed", 2, 0.1, 0.61, "x")]
+    comp = ev.comparisons(rows)["a"]
+    assert comp["evolving - reference"]["seeds"] == [0, 2] and comp["evolving - reference"]["unpaired_seeds"] == [1]
+    assert comp["evolving - fixed"]["seeds"] == [0] and comp["evolving - fixed"]["unpaired_seeds"] == [1, 2]
+    assert comp["evolving - reference"]["test_main"]["values"] == [pytest.approx(0.1), pytest.approx(0.05)]
+    text = ev.markdown({"aggregate": ev.aggregate(rows), "comparisons": ev.comparisons(rows), "seeds": [0, 1, 2],
+                        "mode": "cold", "audit_rate": 0.05})
+    assert "a seed(s) 1, 2" in text and "different warm starts" in text

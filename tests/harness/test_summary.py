@@ -4,7 +4,7 @@ judged on the test split with a paired CI that must exclude 0."""
 import random
 
 from evo_core.harness.summary import summarize_run
-from evo_events import EvalCompleted, FailureDiagnosed, Promoted, Rejected, RolloutCompleted, RunStarted
+from evo_events import EvalCompleted, FailureDiagnosed, PolicyUpdated, Promoted, Rejected, RolloutCompleted, RunStarted
 
 ITEMS = [f"t{i}" for i in range(400)]
 
@@ -61,3 +61,10 @@ def test_a_valid_diagnosis_is_one_the_oracle_agrees_with():
     right = FailureDiagnosed(run_id="r", step=10, kind="k", severity="invalid", diagnostic="d", diagnostic_version="1",
                              evidence=("r0", "r1", "r2"))
     assert summarize_run([START, *rows, wrong, right])["first_valid_diagnosis_step"] == 10
+
+
+def test_the_summary_names_the_warm_start_it_started_from():
+    start = PolicyUpdated(run_id="r", step=0, policy_version=0, digest="warm", target="trainer")
+    later = PolicyUpdated(run_id="r", step=10, policy_version=10, digest="later", target="trainer")
+    assert summarize_run([START, start, ev(0, 0, 0.6), later])["start_digest"] == "warm"
+    assert summarize_run([START, ev(0, 0, 0.6)])["start_digest"] is None
