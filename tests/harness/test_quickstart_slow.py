@@ -65,7 +65,7 @@ def test_the_suite_outcome_on_the_operand_flaw(tmp_path):
     """The flaw whose hack is as long as an honest answer (a copied operand), 3 seeds, cold,
     audit 5%: the evolving harness beats early stopping with a CI that excludes 0, and ends
     within 0.03 of the no-flaw reference. Measured on seeds 0-2 (docs/suite/suite.json):
-    +0.248 over early stopping (95% CI [+0.199, +0.298]), +0.010 against the reference, each
+    +0.243 over early stopping (95% CI [+0.200, +0.286]), -0.013 against the reference, each
     run repaired by an induced ``feature.prompt_overlap > 0.75``, not by a length threshold."""
     out = _three_seed_suite(tmp_path, "arithmetic/operand")
     c = out["comparisons"]["arithmetic/operand"]
