@@ -194,10 +194,8 @@ def test_the_report_says_when_cells_come_from_different_code():
 
 
 def test_a_probe_flaw_runs_only_when_named():
-    import tomllib
-
     ev = _evolution()
-    suite = tomllib.loads((ROOT / "configs" / "suite" / "suite.toml").read_text())
+    suite = ev.load_suite()
     probes = [f for f, spec in suite["flaws"].items() if spec.get("probe")]
     assert probes, "the suite ships at least one held-out probe"
     default = ev.default_flaws(suite)
