@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -324,6 +325,22 @@ def included_measurements(paths: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+def machine() -> dict[str, Any]:
+    """The CPU a measurement ran on: wall times compare only on the same CPU type (2-core
+    machines of different types have differed by more than the budget's margin)."""
+    info: dict[str, Any] = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()}
+    try:
+        first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    except OSError:
+        return info
+    fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in first.splitlines())}
+    if fields.get("model name"):
+        info["cpu"] = fields["model name"]
+    if fields.get("model"):
+        info["cpu_model"] = f"family {fields.get('cpu family', '?')} model {fields['model']}"
+    return info
+
+
 def flaw_sft_steps(suite: dict[str, Any], flaws: list[str]) -> dict[str, int]:
     """How many SFT steps each flaw's warm start takes (its config with the suite's overrides)."""
     from evo_core.config import load_config
@@ -457,6 +474,11 @@ def fmt(s: dict[str, Any], digits: int = 3) -> str:
     return f"{s['mean']:.{digits}f}"
 
 
+def _machine_text(m: dict[str, Any]) -> str:
+    model = f", {m['cpu_model']}" if m.get("cpu_model") else ""
+    return f"{m.get('cpu', '?')} ({m.get('cores', '?')} cores{model})"
+
+
 def markdown(result: dict[str, Any]) -> str:
     agg, comp = result["aggregate"], result["comparisons"]
     lines = [f"Seeds {result['seeds']} (the `seeds` column gives each flaw's count), mode {result['mode']}, audit rate {result['audit_rate']}; "
@@ -497,6 +519,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [f"Measured: one invocation ran {ran} {m['cells']} cells ({m['seeds']} seed(s)"
                   + (f" of {m['flaws']} flaws" if m.get("flaws") else "") + f", {m['jobs']} at a time, warm starts "
                   f"included) in {m['wall_s'] / 3600:.2f} h"
+                  + (f" on {_machine_text(m['machine'])}" if m.get("machine") else "")
                   + (" (resumed: the rest were read)" if m["cells_ran"] not in (None, m["cells"]) else "") + "."]
     return "\n".join(lines) + "\n"
 
@@ -644,7 +667,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if any(r["ran"] for r in ran):  # what this invocation's own matrix took, start to end: the measured cost
         measured.append({"cells_ran": sum(1 for r in ran if r["ran"]), "cells": len(all_cells), "seeds": len(seeds),
                          "flaws": len(flaws), "jobs": args.jobs, "wall_s": round(matrix_wall, 1),
-                         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()})
     if measured:
         result["cost"]["measured"] = measured
     table = markdown(result)

@@ -3,6 +3,7 @@ cells the stores lack, and each keeps its source."""
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,14 @@ def test_cells_of_one_seed_from_different_warm_starts_are_not_paired():
     text = ev.markdown({"aggregate": ev.aggregate(rows), "comparisons": ev.comparisons(rows), "seeds": [0, 1, 2],
                         "mode": "cold", "audit_rate": 0.05})
     assert "a seed(s) 1, 2" in text and "different warm starts" in text
+
+
+def test_a_measurement_names_the_machine_it_ran_on():
+    m = bench.machine()
+    assert m["cores"] == os.cpu_count() and m["cpu"]
+    got = [{"cells_ran": 54, "cells": 54, "seeds": 3, "flaws": 6, "jobs": 2, "wall_s": 5400.0,
+            "machine": {"cpu": "Some CPU", "cores": 2, "cpu_model": "family 6 model 1"}}]
+    text = bench.markdown({"aggregate": {}, "comparisons": {}, "seeds": [0, 1, 2], "mode": "cold", "audit_rate": "0.05",
+                           "cost": {"measured": got}})
+    assert "ran 54 of its 54 cells (3 seed(s) of 6 flaws, 2 at a time, warm starts included) in 1.50 h " \
+           "on Some CPU (2 cores, family 6 model 1)." in text
