@@ -43,6 +43,11 @@ class HFPolicy:
     """A trainable policy. ``model`` is a ``transformers`` causal LM (optionally wrapped by
     peft); ``tokenizer`` follows ``evo_core.trainer.tokenizer.Tokenizer``."""
 
+    # Sampling shortcuts that leave every number as it was (tests/trainer/test_sampling_shortcuts.py),
+    # taken only where ``rows_invariant`` holds for the model on this machine:
+    share_prefill = True  # one prompt forward per run of identical prompts (``_prefill``)
+    drop_finished = True  # rows that finished leave the decode batch (the sampler still draws for them)
+
     def __init__(self, model: Any, tokenizer: Tokenizer, *, name: str = "policy", device: str = "cpu",
                  lora: Optional[LoraSettings] = None, base_path: Optional[str] = None) -> None:
         self.model = model.to(device)
@@ -195,11 +200,15 @@ class HFPolicy:
         self.model.eval()
         with torch.no_grad():
             ckw = _cache_kwarg(self.model)
-            out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=pos, use_cache=True)
-            past, logits = _out_cache(out), out.logits[:, -1, :]
+            past, logits = self._prefill(input_ids, attn, pos, enc)
             next_pos = pos[:, -1] + 1
+            live = torch.arange(B, device=self.device)  # the rows the model still runs on
             for t in range(params.max_new_tokens):
                 logits = logits.float()
+                if len(live) < B:  # finished rows get a dummy row: the sampler draws as many numbers
+                    full = logits.new_zeros((B, logits.shape[-1]))
+                    full[live] = logits
+                    logits = full
                 if not greedy:
                     logits = logits / params.temperature
                     if params.top_p < 1.0:
@@ -228,8 +237,16 @@ class HFPolicy:
                             done[r] = True
                 if bool(done.all()):
                     break
-                attn = torch.cat([attn, torch.ones((B, 1), dtype=attn.dtype, device=self.device)], dim=1)
-                out = self.model(input_ids=nxt[:, None], attention_mask=attn, position_ids=next_pos[:, None],
+                keep = ~done[live]
+                n_keep = int(keep.sum())
+                if (self.drop_finished and len(live) > MIN_SHORTCUT_ROWS and n_keep * 4 <= len(live) * 3
+                        and rows_invariant(self.model)):  # a quarter finished: compact
+                    if n_keep < MIN_SHORTCUT_ROWS:  # finished rows fill up to the floor
+                        keep[(~keep).nonzero().flatten()[:MIN_SHORTCUT_ROWS - n_keep]] = True
+                    idx = keep.nonzero().flatten()
+                    past, attn, next_pos, live = _select_rows(past, idx), attn[idx], next_pos[idx], live[idx]
+                attn = torch.cat([attn, torch.ones((len(live), 1), dtype=attn.dtype, device=self.device)], dim=1)
+                out = self.model(input_ids=nxt[live][:, None], attention_mask=attn, position_ids=next_pos[:, None],
                                  use_cache=True, **{ckw: past})
                 past, logits = _out_cache(out), out.logits[:, -1, :]
                 next_pos = next_pos + 1
@@ -253,6 +270,23 @@ class HFPolicy:
                                  logprobs=tuple(float(x) for x in lps[r][:n]),
                                  truncated=finish[r] == "length", finish_reason=finish[r]))
         return result
+
+    def _prefill(self, input_ids: Any, attn: Any, pos: Any, enc: Sequence[Sequence[int]]) -> tuple[Any, Any]:
+        """The prompt's forward pass and cache, run once per run of identical consecutive
+        prompts (a GRPO group, an eval item's samples) and copied to its rows: the same
+        numbers as a forward over every row (rows do not interact), for 1/n of the work."""
+        torch = _torch()
+        first = [r for r in range(len(enc)) if r == 0 or enc[r] != enc[r - 1]]
+        if (not self.share_prefill or len(first) == len(enc) or len(first) * input_ids.shape[1] < MIN_SHORTCUT_ROWS
+                or not rows_invariant(self.model)):
+            out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=pos, use_cache=True)
+            return _out_cache(out), out.logits[:, -1, :]
+        src = torch.tensor(first, device=self.device)
+        out = self.model(input_ids=input_ids[src], attention_mask=attn[src], position_ids=pos[src], use_cache=True)
+        counts = [b - a for a, b in zip(first, first[1:] + [len(enc)])]
+        rows = torch.repeat_interleave(torch.arange(len(first), device=self.device),
+                                       torch.tensor(counts, device=self.device))
+        return _select_rows(_out_cache(out), rows), out.logits[rows, -1, :]
 
     # -- scoring ---------------------------------------------------------------------------
     def logprobs(self, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]]) -> Any:
@@ -312,6 +346,46 @@ def _cache_kwarg(model: Any) -> str:
 def _out_cache(out: Any) -> Any:
     cache = getattr(out, "cache", None)
     return cache if cache is not None else getattr(out, "past_key_values", None)
+
+
+# A BLAS may round a row differently when the batch is tiny (here a product over 1-3 rows differs
+# in its last bits from the same row in a larger batch): a shortcut never runs a forward pass on
+# fewer rows (tokens) than this.
+MIN_SHORTCUT_ROWS = 64
+_INVARIANT: dict[tuple, bool] = {}
+
+
+def rows_invariant(model: Any) -> bool:
+    """Whether each linear layer of ``model`` gives a row the same bits in a batch of
+    ``MIN_SHORTCUT_ROWS`` or more rows as in a larger one, on this machine (probed once per
+    shape): the condition for the sampling shortcuts to leave every number as it was."""
+    torch = _torch()
+    ok, seen = True, set()
+    for m in model.modules():
+        w = getattr(m, "weight", None)
+        if not isinstance(m, torch.nn.Linear) or w is None or w.dim() != 2:
+            continue
+        key = (tuple(w.shape), w.dtype, str(w.device))
+        if key in seen:
+            continue
+        seen.add(key)
+        if key not in _INVARIANT:
+            g = torch.Generator(device="cpu").manual_seed(0)
+            x = torch.randn(512, w.shape[1], generator=g).to(dtype=w.dtype, device=w.device)
+            with torch.no_grad():
+                full = torch.nn.functional.linear(x, w)
+                _INVARIANT[key] = all(torch.equal(torch.nn.functional.linear(x[:k], w), full[:k])
+                                      for k in (MIN_SHORTCUT_ROWS, MIN_SHORTCUT_ROWS + 1, 100, 257, 511))
+        ok = ok and _INVARIANT[key]
+    return ok
+
+
+def _select_rows(cache: Any, rows: Any) -> Any:
+    """The cache with batch rows ``rows`` (an index tensor, repeats allowed)."""
+    if hasattr(cache, "batch_select_indices"):
+        cache.batch_select_indices(rows)
+        return cache
+    return tuple(tuple(t[rows] for t in layer) for layer in cache)  # legacy (key, value) tuples
 
 
 def _top_p_filter(logits: Any, top_p: float) -> Any:
