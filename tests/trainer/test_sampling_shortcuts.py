@@ -81,3 +81,24 @@ def test_select_rows_on_legacy_tuple_caches():
     out = _select_rows(cache, torch.tensor([2, 2, 0]))
     assert out[0][0][:, 0, 0, 0].tolist() == [2.0, 2.0, 0.0]
     assert out[0][1][:, 0, 0, 0].tolist() == [12.0, 12.0, 10.0]
+
+
+def test_sampling_benchmark_reports_identical_outputs(tmp_path, capsys):
+    """benchmarks/sampling.py on a tiny run: the plain and shortcut passes agree, and it says so."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from .testlib import TINY_TOML
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("sampling_bench", root / "benchmarks" / "sampling.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY_TOML + "[sft]\nenabled = false\n[rl]\nprompts_per_step = 12\ngroup_size = 8\nmax_new_tokens = 6\n"
+                   "[eval]\nsamples = 4\n")
+    assert bench.main(["--config", str(cfg), "--repeats", "2", "--steps", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["identical_outputs"] is True and out["rows_invariant"] is True
+    assert set(out["speedup"]) == {"rl_step", "evaluate"}
