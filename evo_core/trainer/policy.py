@@ -47,6 +47,7 @@ class HFPolicy:
     # taken only where ``rows_invariant`` holds for the model on this machine:
     share_prefill = True  # one prompt forward per run of identical prompts (``_prefill``)
     drop_finished = True  # rows that finished leave the decode batch (the sampler still draws for them)
+    _rows_invariant: Optional[bool] = None  # ``rows_invariant(self.model)``, probed on first use
 
     def __init__(self, model: Any, tokenizer: Tokenizer, *, name: str = "policy", device: str = "cpu",
                  lora: Optional[LoraSettings] = None, base_path: Optional[str] = None) -> None:
@@ -240,7 +241,7 @@ class HFPolicy:
                 keep = ~done[live]
                 n_keep = int(keep.sum())
                 if (self.drop_finished and len(live) > MIN_SHORTCUT_ROWS and n_keep * 4 <= len(live) * 3
-                        and rows_invariant(self.model)):  # a quarter finished: compact
+                        and self._shortcuts_exact()):  # a quarter finished: compact
                     if n_keep < MIN_SHORTCUT_ROWS:  # finished rows fill up to the floor
                         keep[(~keep).nonzero().flatten()[:MIN_SHORTCUT_ROWS - n_keep]] = True
                     idx = keep.nonzero().flatten()
@@ -271,6 +272,12 @@ class HFPolicy:
                                  truncated=finish[r] == "length", finish_reason=finish[r]))
         return result
 
+    def _shortcuts_exact(self) -> bool:
+        # once per policy: the probe walks every module, and sampling asks at each decode step
+        if self._rows_invariant is None:
+            self._rows_invariant = rows_invariant(self.model)
+        return self._rows_invariant
+
     def _prefill(self, input_ids: Any, attn: Any, pos: Any, enc: Sequence[Sequence[int]]) -> tuple[Any, Any]:
         """The prompt's forward pass and cache, run once per run of identical consecutive
         prompts (a GRPO group, an eval item's samples) and copied to its rows: the same
@@ -278,7 +285,7 @@ class HFPolicy:
         torch = _torch()
         first = [r for r in range(len(enc)) if r == 0 or enc[r] != enc[r - 1]]
         if (not self.share_prefill or len(first) == len(enc) or len(first) * input_ids.shape[1] < MIN_SHORTCUT_ROWS
-                or not rows_invariant(self.model)):
+                or not self._shortcuts_exact()):
             out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=pos, use_cache=True)
             return _out_cache(out), out.logits[:, -1, :]
         src = torch.tensor(first, device=self.device)
