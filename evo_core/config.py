@@ -128,6 +128,9 @@ class RLSection:
     kl_coef: float = 0.0
     updates_per_step: int = 1  # optimizer steps (minibatches) per RL step
     micro_batch_size: int = 0  # sequences per forward (gradient accumulation); 0: whole minibatch
+    # the update scores a group's prompt once and shares its cache (same function; float sums in
+    # another order, so false reproduces runs logged before it bit for bit)
+    shared_prompt_forward: bool = True
     scale_rewards: Optional[bool] = None  # divide advantages by the group std; None: by algorithm
     loss_agg: str = ""  # seq_mean_token_mean | token_mean | seq_mean_token_sum_norm; "": by algorithm
     dynamic_sampling: Optional[bool] = None  # drop zero-variance groups; None: by algorithm (dapo: on)

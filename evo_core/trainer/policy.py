@@ -301,39 +301,98 @@ class HFPolicy:
         return self.score(prompt_ids, completion_ids)[0]
 
     def score(self, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]],
-              *, with_entropy: bool = False) -> tuple[Any, Any, Any]:
+              *, with_entropy: bool = False, share_prompts: bool = False) -> tuple[Any, Any, Any]:
         """(log-probs [B,T], mask [B,T], entropy [B,T] or None) of the completion tokens at
-        temperature 1. Sequences are right-padded, so positions need no adjustment."""
+        temperature 1. Sequences are right-padded, so positions need no adjustment.
+
+        ``share_prompts``: where at most half the rows have distinct prompts (a GRPO group's
+        rollouts), each distinct prompt's forward pass runs once and its cache is shared by its
+        rows (gradients flow through it). The same function, for far less work; the float sums
+        run in another order, so the last bits differ from the row-by-row pass."""
         torch = _torch()
         tok = self.tokenizer
         B = len(prompt_ids)
         T = max((len(c) for c in completion_ids), default=0)
-        seqs = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids)]
-        S = max(len(s) for s in seqs)
-        ids = torch.full((B, S), tok.pad_id, dtype=torch.long)
-        gather_pos = torch.zeros((B, max(T, 1)), dtype=torch.long)
-        target = torch.full((B, max(T, 1)), tok.pad_id, dtype=torch.long)
         mask = torch.zeros((B, max(T, 1)), dtype=torch.float32)
-        for r, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
-            s = seqs[r]
-            ids[r, :len(s)] = torch.tensor(s)
-            n = len(c)
-            if n:
-                gather_pos[r, :n] = torch.arange(len(p) - 1, len(p) - 1 + n)
-                target[r, :n] = torch.tensor(list(c))
-                mask[r, :n] = 1.0
-        ids = ids.to(self.device)
-        gather_pos, target, mask = gather_pos.to(self.device), target.to(self.device), mask.to(self.device)
-        # Right padding + causal attention: no real token ever attends to a pad, so the mask
-        # can be left out, which lets SDPA take its causal fast path (same numbers, ~15% faster).
-        logits = self.model(input_ids=ids, use_cache=False).logits
-        sel = logits.gather(1, gather_pos[:, :, None].expand(-1, -1, logits.shape[-1])).float()
-        logp_all = torch.log_softmax(sel, dim=-1)
+        target = torch.full((B, max(T, 1)), tok.pad_id, dtype=torch.long)
+        for r, c in enumerate(completion_ids):
+            if len(c):
+                target[r, :len(c)] = torch.tensor(list(c))
+                mask[r, :len(c)] = 1.0
+        target, mask = target.to(self.device), mask.to(self.device)
+        sel = self._shared_prompt_logits(prompt_ids, completion_ids, max(T, 1)) if share_prompts else None
+        if sel is None:
+            sel = self._row_logits(prompt_ids, completion_ids, max(T, 1))
+        logp_all = torch.log_softmax(sel.float(), dim=-1)
         logp = logp_all.gather(-1, target[:, :, None]).squeeze(-1) * mask
         ent = None
         if with_entropy:
             ent = -(logp_all.exp() * logp_all).sum(-1) * mask
         return logp[:, :T], mask[:, :T], (ent[:, :T] if ent is not None else None)
+
+    def _row_logits(self, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]],
+                    T: int) -> Any:
+        """Logits [B,T,V] that predict each completion token, from one forward over every
+        row's whole sequence."""
+        torch = _torch()
+        tok = self.tokenizer
+        B = len(prompt_ids)
+        seqs = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids)]
+        S = max(len(s) for s in seqs)
+        ids = torch.full((B, S), tok.pad_id, dtype=torch.long)
+        gather_pos = torch.zeros((B, T), dtype=torch.long)
+        for r, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
+            s = seqs[r]
+            ids[r, :len(s)] = torch.tensor(s)
+            if len(c):
+                gather_pos[r, :len(c)] = torch.arange(len(p) - 1, len(p) - 1 + len(c))
+        ids, gather_pos = ids.to(self.device), gather_pos.to(self.device)
+        # Right padding + causal attention: no real token ever attends to a pad, so the mask
+        # can be left out, which lets SDPA take its causal fast path (same numbers, ~15% faster).
+        logits = self.model(input_ids=ids, use_cache=False).logits
+        return logits.gather(1, gather_pos[:, :, None].expand(-1, -1, logits.shape[-1]))
+
+    def _shared_prompt_logits(self, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]],
+                              T: int) -> Optional[Any]:
+        """Logits [B,T,V] as ``_row_logits`` gives them, from one forward over each distinct
+        prompt and one over the completions on top of its (differentiable) cache; None where
+        that saves little or the model cannot take it (gradient checkpointing drops caches)."""
+        torch = _torch()
+        tok = self.tokenizer
+        B = len(prompt_ids)
+        index: dict[tuple[int, ...], int] = {}
+        rows = [index.setdefault(tuple(p), len(index)) for p in prompt_ids]
+        distinct = list(index)
+        lens = [len(p) for p in distinct]
+        if len(distinct) * 2 > B or min(lens) == 0 or _checkpointing(self.model):
+            return None
+        U, P = len(distinct), max(lens)
+        ids = torch.full((U, P), tok.pad_id, dtype=torch.long)
+        for u, p in enumerate(distinct):
+            ids[u, :len(p)] = torch.tensor(p)
+        ragged = min(lens) < P  # right-padded prompts: the pads between prompt and completion are masked
+        p_attn = (torch.arange(P)[None, :] < torch.tensor(lens)[:, None]).long().to(self.device) if ragged else None
+        out = self.model(input_ids=ids.to(self.device), attention_mask=p_attn, use_cache=True)
+        cache = _out_cache(out)
+        if cache is None:
+            return None
+        row_t = torch.tensor(rows, device=self.device)
+        last = out.logits[torch.arange(U, device=self.device), torch.tensor(lens, device=self.device) - 1]
+        first = last[row_t][:, None, :]  # predicts each row's first completion token
+        if T == 1:
+            return first
+        comp = torch.full((B, T - 1), tok.pad_id, dtype=torch.long)
+        for r, c in enumerate(completion_ids):
+            if len(c) > 1:
+                comp[r, :len(c) - 1] = torch.tensor(list(c[:-1]))
+        start = torch.tensor([lens[u] for u in rows])
+        pos = (start[:, None] + torch.arange(T - 1)[None, :]).to(self.device)
+        attn = None
+        if ragged:
+            attn = torch.cat([p_attn[row_t], torch.ones((B, T - 1), dtype=torch.long, device=self.device)], 1)
+        kw = {_cache_kwarg(self.model): _select_rows(cache, row_t)}
+        rest = self.model(input_ids=comp.to(self.device), attention_mask=attn, position_ids=pos, use_cache=True, **kw)
+        return torch.cat([first, rest.logits], 1)
 
 
 _CACHE_KW: dict[type, str] = {}
@@ -348,6 +407,13 @@ def _cache_kwarg(model: Any) -> str:
         params = inspect.signature(model.forward).parameters
         _CACHE_KW[cls] = "cache" if "cache" in params else "past_key_values"
     return _CACHE_KW[cls]
+
+
+def _checkpointing(model: Any) -> bool:
+    """Whether activation (gradient) checkpointing is on: under it the model drops caches.
+    transformers 5 renamed the flag; asking the old name there warns."""
+    on = getattr(model, "is_activation_checkpointing", None)
+    return bool(getattr(model, "is_gradient_checkpointing", False) if on is None else on)
 
 
 def _out_cache(out: Any) -> Any:

@@ -427,17 +427,19 @@ class RLSession:
         old: dict[int, Any] = {}
         ref: dict[int, Any] = {}
         need_ref = s.kl_coef > 0
+        # not under ZeRO-3, whose partitioned parameters this path has not been run with
+        share = self.rl.shared_prompt_forward and zero is None
         if n_up > 1 or need_ref:
             with torch.no_grad():
                 for mb in self._micro(idx if self.dist is None else sorted(i for m in mine for i in m)):
                     p_ids = [samples[i].prompt_ids for i in mb]
                     c_ids = [samples[i].token_ids for i in mb]
                     if n_up > 1:
-                        lp, _, _ = self.policy.score(p_ids, c_ids)
+                        lp, _, _ = self.policy.score(p_ids, c_ids, share_prompts=share)
                         for r, i in enumerate(mb):
                             old[i] = lp[r]
                     if need_ref:
-                        lp, _, _ = self._ref().score(p_ids, c_ids)
+                        lp, _, _ = self._ref().score(p_ids, c_ids, share_prompts=share)
                         for r, i in enumerate(mb):
                             ref[i] = lp[r]
         tot = {"loss": 0.0, "clipped": 0.0, "kl": 0.0, "tokens": 0.0, "ent": 0.0, "grad_norm": 0.0}
@@ -451,7 +453,7 @@ class RLSession:
             for j, mb in enumerate(micros):
                 p_ids = [samples[i].prompt_ids for i in mb]
                 c_ids = [samples[i].token_ids for i in mb]
-                logp, mask, ent = scorer.score(p_ids, c_ids, with_entropy=True)
+                logp, mask, ent = scorer.score(p_ids, c_ids, with_entropy=True, share_prompts=share)
                 T = logp.shape[1]
                 gen = generated_mask([samples[i] for i in mb], T, mask)
                 if gen is not None:  # an episode: the environment's tokens get no loss, KL or entropy
