@@ -17,11 +17,14 @@ time ratios (plain / shortcut) measured in the same process.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _warm_session import parser, warm_session  # noqa: E402
 
 
 def _timed(fn: Any) -> tuple[Any, float]:
@@ -36,27 +39,12 @@ def _fingerprint_step(res: Any) -> Any:
 
 
 def main(argv: Any = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="configs/quickstart.toml")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config overrides")
-    ap.add_argument("--repeats", type=int, default=3, help="plain/shortcut pairs of each workload")
-    ap.add_argument("--steps", type=int, default=2, help="RL steps per timed pass")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
+    args = parser(__doc__, "plain/shortcut").parse_args(argv)
 
-    import torch
-
-    from evo_core.config import load_config
-    from evo_core.plugins import PluginManager
-    from evo_core.run_setup import build_session
     from evo_core.state import HarnessState
-    from evo_core.trainer.logs import configure_logging
     from evo_core.trainer.policy import HFPolicy, rows_invariant
 
-    configure_logging("WARNING")
-    cfg = load_config(args.config, ["run.threads=1", "run.progress=false", *args.set])
-    session, _ = build_session(cfg, PluginManager())
-    torch.set_num_threads(1)
+    session = warm_session(args)
     state = HarnessState()
 
     def set_shortcuts(on: bool) -> None:
