@@ -67,7 +67,7 @@ def default_flaws(suite: dict[str, Any]) -> list[str]:
 
 
 def cells(suite: dict[str, Any], flaws: list[str], arms: list[str], seeds: list[int], *, mode: str,
-          audit_sweep: Optional[str], smoke: bool) -> list[dict[str, Any]]:
+          audit_sweep: Optional[str], smoke: bool, per_seed_warm_starts: bool = False) -> list[dict[str, Any]]:
     out = []
     modes = ["cold", "warm"] if mode == "both" else [mode]
     for flaw in flaws:
@@ -93,7 +93,19 @@ def cells(suite: dict[str, Any], flaws: list[str], arms: list[str], seeds: list[
             c["sets"] += list(suite["defaults"].get("smoke", [])) + list(f.get("smoke", []))
         if c["audit"] is not None:
             c["sets"].append(f"harness.audit.rate={c['audit']}")
+        if per_seed_warm_starts:  # each seed SFT-trains its own warm start (the 5-seed headline's protocol)
+            c["sets"].append(f"sft.seed={c['seed']}")
+        c["warm_seed"] = warm_seed(c["sets"], c["seed"])
     return out
+
+
+def warm_seed(sets: list[str], seed: int) -> int:
+    """The seed of a cell's SFT warm start: the last ``sft.seed=`` override, else the run seed."""
+    for s in reversed(sets):
+        key, _, value = s.partition("=")
+        if key.strip() == "sft.seed":
+            return int(value)
+    return seed
 
 
 # --- running a cell ------------------------------------------------------------------------
@@ -153,8 +165,8 @@ def run_cell(d: Path, cell: dict[str, Any], all_cells: list[dict[str, Any]], tim
 
 
 def cell_order(todo: list[dict[str, Any]], heavy: Optional[dict[str, int]] = None) -> list[tuple[dict[str, Any], list[str]]]:
-    """Each cell with the names of the cells it must wait for. The first cell of each (flaw, seed)
-    trains and caches the warm start the others reuse; a warm cell reads the skills of the cold
+    """Each cell with the names of the cells it must wait for. The first cell of each warm start
+    (flaw and SFT seed: one per flaw where the seeds share it) trains and caches it for the others; a warm cell reads the skills of the cold
     evolving runs of the other flaws, same seed. Longest first, so that no core waits at the
     end on one long cell: flaws by ``heavy`` (a size per flaw: the SFT steps of its warm
     start), and evolving cells (they train backtest branches too) before the others."""
@@ -163,13 +175,16 @@ def cell_order(todo: list[dict[str, Any]], heavy: Optional[dict[str, int]] = Non
     def key(c: dict[str, Any]) -> tuple:
         return (-heavy.get(c["flaw"], 0), not c["arm"].startswith("evolving"), c["seed"])
 
+    def start(c: dict[str, Any]) -> tuple[str, int]:
+        return c["flaw"], c.get("warm_seed", c["seed"])
+
     first: dict[tuple[str, int], dict[str, Any]] = {}
-    for c in todo:
-        first.setdefault((c["flaw"], c["seed"]), c)
+    for c in sorted(todo, key=lambda c: (c["mode"] != "cold", key(c))):  # a warm cell waits for skills: never a head
+        first.setdefault(start(c), c)
     heads = sorted(first.values(), key=key)
     out = [(c, []) for c in heads]
     for c in sorted((c for c in todo if c not in heads), key=key):
-        deps = [first[(c["flaw"], c["seed"])]["name"]]
+        deps = [first[start(c)]["name"]]
         if c["mode"] == "warm":
             deps += [x["name"] for x in todo if x["mode"] == "cold" and x["arm"] == "evolving" and not x["variant"]
                      and x["seed"] == c["seed"] and x["flaw"] != c["flaw"]]
@@ -357,12 +372,13 @@ def flaw_sft_steps(suite: dict[str, Any], flaws: list[str]) -> dict[str, int]:
 
 
 def cost(rows: list[dict[str, Any]], sft: dict[str, dict[str, float]], sft_steps: dict[str, int], *, jobs: int = 2,
-         seeds: tuple[int, ...] = (3, 5), sft_fallback: Optional[dict[str, dict[str, float]]] = None) -> dict[str, Any]:
+         seeds: tuple[int, ...] = (3, 5), sft_fallback: Optional[dict[str, dict[str, float]]] = None,
+         shared_warm_starts: bool = False) -> dict[str, Any]:
     """What the headline matrix costs on this machine, projected from the cells that ran: the
     median wall time of each (flaw, arm) cell (medians: a cell that shared the CPU with other
-    work is an outlier, not the cost) plus one SFT warm start per flaw and seed (the median of
-    the cached ones of the same length), spread over ``jobs`` cells at a time. An estimate: it
-    assumes the jobs stay busy.
+    work is an outlier, not the cost) plus one SFT warm start per flaw and seed, or per flaw
+    where the seeds share it (the median of the cached ones of the same length), spread over
+    ``jobs`` cells at a time. An estimate: it assumes the jobs stay busy.
 
     Timings of cells timed here (rows without a ``source``) and warm starts cached here win over
     those of included reports, flaw by flaw: older reports may have been timed on a busier machine,
@@ -386,11 +402,13 @@ def cost(rows: list[dict[str, Any]], sft: dict[str, dict[str, float]], sft_steps
     pick = {n: here.get(n) or old.get(n) for n in set(here) | set(old)}
     used = {n for flaw, n in sft_steps.items() if flaw in per and pick.get(n)}
     median_sft = {flaw: statistics.median(pick[n]) for flaw, n in sft_steps.items() if n in used and flaw in per}
-    one_seed = sum(sum(v.values()) for v in per.values()) + sum(median_sft.values())
+    cells_one_seed, sft_one = sum(sum(v.values()) for v in per.values()), sum(median_sft.values())
     # the warm starts the medians stand on, here or in included reports
     return {"median_cell_wall_s": per, "median_sft_s": median_sft, "sft_runs_measured": sum(len(pick[n]) for n in used),
             "sft_runs": {**(sft_fallback or {}), **sft}, "timed_here": sorted(f"{f} {a}" for f, a in timed_here),
-            "jobs": jobs, "projected_wall_h": {f"seeds_{n}": round(one_seed * n / max(1, jobs) / 3600, 2) for n in seeds},
+            "jobs": jobs, "shared_warm_starts": shared_warm_starts,
+            "projected_wall_h": {f"seeds_{n}": round((cells_one_seed * n + sft_one * (1 if shared_warm_starts else n))
+                                                     / max(1, jobs) / 3600, 2) for n in seeds},
             "budget_h": {"seeds_3": 2.0}}
 
 
@@ -603,6 +621,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="1 seed, 40 steps, every flaw and arm, small model (CI)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--per-seed-warm-starts", action="store_true",
+                    help="each seed trains its own SFT warm start (default: the suite's sft.seed, one per flaw)")
     ap.add_argument("--flaws", nargs="*", default=None, help="flaw names (default: every flaw of the suite but its probes)")
     ap.add_argument("--arms", nargs="*", default=None, help="arms (default: the suite's)")
     ap.add_argument("--ablations", action="store_true", help="also run the ablation arms")
@@ -639,7 +659,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
     log = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
-    all_cells = cells(suite, flaws, arms, seeds, mode=args.mode, audit_sweep=args.audit_sweep, smoke=args.smoke)
+    all_cells = cells(suite, flaws, arms, seeds, mode=args.mode, audit_sweep=args.audit_sweep, smoke=args.smoke,
+                      per_seed_warm_starts=args.per_seed_warm_starts)
     steps = flaw_sft_steps(suite, flaws)
     t0 = time.perf_counter()
     ran = [] if args.read_only else run_matrix(d, all_cells, all_cells, args.jobs, args.timeout, log, heavy=steps)
@@ -660,7 +681,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         "aggregate": aggregate(rows), "comparisons": comparisons(rows),
         "audit_sweep": aggregate([r for r in rows if "-audit" in r["arm"]]) if args.audit_sweep else None,
         "provenance": provenance(rows),
-        "cost": cost(rows, sft_runs(d), steps, jobs=args.jobs, sft_fallback=included_sft_runs(args.include, steps)),
+        "cost": cost(rows, sft_runs(d), steps, jobs=args.jobs, sft_fallback=included_sft_runs(args.include, steps),
+                     shared_warm_starts=len({(c["flaw"], c["warm_seed"]) for c in all_cells}) == len(flaws) and len(seeds) > 1),
         "runs": [{k: v for k, v in r.items() if k not in ("diagnosis_kinds",)} for r in rows],
     }
     measured = included_measurements(args.include)

@@ -106,6 +106,9 @@ class SFTSection:
     weight_decay: float = 0.0
     options: dict[str, Any] = attrs.Factory(dict)  # passed to the domain's ``sft_target`` (e.g. the share of targets that plant the flaw)
     cache_dir: str = ".evo/cache/sft"  # SFT checkpoints keyed by config hash; "" disables the cache
+    # the warm start's own seed (its initial weights, batches and plants); unset = run.seed. Set, every
+    # run seed RL-trains from one warm start, as runs from one base model do.
+    seed: Optional[int] = None
 
 
 @attrs.frozen(kw_only=True)

@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional
 
 import attrs
 
+from evo_core import signal_names
 from evo_core.api import TaskSource
 from evo_core.config import RunConfig
 from evo_core.plugins import PluginError, PluginManager
@@ -75,13 +76,18 @@ def load_splits(cfg: RunConfig, domain: Any) -> Splits:
     return splits
 
 
+def warm_start_seed(cfg: RunConfig) -> int:
+    """The seed of the weights RL starts from: ``sft.seed`` where the warm start has its own."""
+    return cfg.sft.seed if cfg.sft.enabled and cfg.sft.seed is not None else cfg.run.seed
+
+
 def build_policy(cfg: RunConfig) -> Any:
     from evo_core.trainer.policy import HFPolicy, LoraSettings, PolicyLoadError
     from evo_core.trainer.tiny import TinyModelConfig
 
     p = cfg.policy
     if p.kind == "tiny":
-        return HFPolicy.tiny(TinyModelConfig(**attrs.asdict(p.tiny)), seed=cfg.run.seed, device=cfg.run.device)
+        return HFPolicy.tiny(TinyModelConfig(**attrs.asdict(p.tiny)), seed=warm_start_seed(cfg), device=cfg.run.device)
     lora = LoraSettings(r=p.lora.r, alpha=p.lora.alpha, dropout=p.lora.dropout,
                         target_modules=tuple(p.lora.target_modules)) if p.lora.enabled else None
     try:
@@ -106,9 +112,11 @@ def build_session(cfg: RunConfig, plugins: PluginManager, *, sft: bool = True,
     policy = build_policy(cfg)
     sft_info: dict[str, Any] = {}
     if cfg.sft.enabled and sft:
+        # renaming signals changes nothing SFT trains on, so the run seeds of a shared warm start share its key
+        options = {k: v for k, v in cfg.task.options.items() if k not in signal_names.OPTIONS}
         key_parts = {"policy": attrs.asdict(cfg.policy), "domain": [domain.name, getattr(domain, "version", "")],
-                     "task": cfg.task.train, "task_options": dict(cfg.task.options)}
-        sft_info = warm_start(policy, domain, splits.train, cfg.sft, seed=cfg.run.seed, key_parts=key_parts,
+                     "task": cfg.task.train, "task_options": options}
+        sft_info = warm_start(policy, domain, splits.train, cfg.sft, seed=warm_start_seed(cfg), key_parts=key_parts,
                               on_step=on_sft_step)
     audit = AuditConfig.from_dict(dict(cfg.harness.get("audit") or {}))
     engine = None

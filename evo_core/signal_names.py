@@ -11,6 +11,8 @@ import hashlib
 from typing import Any, Mapping
 
 MODES = ("plain", "hashed")
+# the task options that rename signals: they change no prompt, target or grade
+OPTIONS = ("signal_names", "signal_seed")
 
 
 def opaque_name(name: str, seed: int) -> str:

@@ -109,7 +109,7 @@ def warm_start(policy: Any, domain: Any, tasks: Sequence[Task], cfg: Any, *, see
     ``{"key", "cached", **metrics}``."""
     import torch
 
-    key = sft_key({**key_parts, "sft": {k: v for k, v in _asdict(cfg).items() if k != "cache_dir"}, "seed": seed,
+    key = sft_key({**key_parts, "sft": {k: v for k, v in _asdict(cfg).items() if k not in ("cache_dir", "seed")}, "seed": seed,
                    "targets": targets_digest(domain, tasks, cfg, seed=seed)})
     path = os.path.join(cfg.cache_dir, key) if cfg.cache_dir else ""
     weights = os.path.join(path, "weights.pt")

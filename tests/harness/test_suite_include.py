@@ -104,20 +104,36 @@ def _cells(flaws, seeds, arms=("fixed", "reference", "evolving"), mode="cold"):
     return bench.cells(suite, flaws, list(arms), seeds, mode=mode, audit_sweep=None, smoke=False)
 
 
-def test_each_warm_start_is_trained_once_and_the_longest_cells_go_first():
+@pytest.mark.parametrize("per_seed", [False, True])
+def test_each_warm_start_is_trained_once_and_the_longest_cells_go_first(per_seed):
     flaws = ["arithmetic/hedge", "code/visible_tests"]
-    todo = _cells(flaws, [0, 1])
-    order = bench.cell_order(todo, bench.flaw_sft_steps(bench.load_suite(), flaws))
-    heads = [c["name"] for c, deps in order if not deps]
-    assert len(heads) == 4  # one per (flaw, seed): each trains its warm start, nothing waits on it
-    assert [c["flaw"] for c, deps in order[:2]] == ["code/visible_tests"] * 2  # the longer warm start
+    suite = bench.load_suite()
+    todo = bench.cells(suite, flaws, ["fixed", "reference", "evolving"], [0, 1], mode="cold", audit_sweep=None,
+                       smoke=False, per_seed_warm_starts=per_seed)
+    order = bench.cell_order(todo, bench.flaw_sft_steps(suite, flaws))
+    heads = [c for c, deps in order if not deps]
+    # one per warm start: per flaw where the seeds share it (the suite's sft.seed), else per (flaw, seed)
+    assert len(heads) == (4 if per_seed else 2)
+    assert all(c["arm"] == "evolving" for c in heads)  # the longest cell of each start trains it
+    assert heads[0]["flaw"] == "code/visible_tests"  # the longer warm start first
     rest = [(c["flaw"], c["arm"]) for c, deps in order if deps]
-    assert rest[:2] == [("code/visible_tests", "evolving")] * 2  # then the heaviest flaw's evolving cells
-    first = {(c["flaw"], c["seed"]): c["name"] for c, deps in order if not deps}
+    # then the heaviest flaw's evolving cells that no head took, then the rest of its cells
+    assert rest[0] == ("code/visible_tests", "fixed" if per_seed else "evolving")
+    first = {(c["flaw"], c["warm_seed"]): c["name"] for c in heads}
     for c, deps in order:
         if deps:
-            assert deps == [first[(c["flaw"], c["seed"])]]
+            assert deps == [first[(c["flaw"], c["warm_seed"])]]
+            assert c["warm_seed"] == (c["seed"] if per_seed else 0)
     assert sorted(c["name"] for c, _ in order) == sorted(c["name"] for c in todo)
+
+
+def test_the_projection_counts_one_warm_start_per_flaw_when_the_seeds_share_it():
+    rows = [{"flaw": "a", "arm": "fixed", "seed": s, "wall_s": 100.0} for s in range(3)]
+    sft = {"k": {"steps": 500, "s": 360.0}}
+    per_seed = bench.cost(rows, sft, {"a": 500}, jobs=1, seeds=(3,))
+    shared = bench.cost(rows, sft, {"a": 500}, jobs=1, seeds=(3,), shared_warm_starts=True)
+    assert per_seed["projected_wall_h"]["seeds_3"] == round(3 * 460 / 3600, 2)
+    assert shared["projected_wall_h"]["seeds_3"] == round((3 * 100 + 360) / 3600, 2)
 
 
 def test_warm_cells_wait_for_the_other_flaws_cold_evolving_runs():
@@ -125,7 +141,9 @@ def test_warm_cells_wait_for_the_other_flaws_cold_evolving_runs():
     order = dict((c["name"], deps) for c, deps in bench.cell_order(todo))
     warm = next(n for n in order if n.startswith("arithmetic_hedge__evolving-warm"))
     assert "arithmetic_echo__evolving__seed0" in order[warm]
-    assert not any("hedge__evolving__" in x for x in order[warm])
+    head, *skills = order[warm]  # the warm start's head cell, then the skill sources
+    assert "arithmetic_echo__evolving__seed0" in skills and not any("hedge__evolving__" in x for x in skills)
+    assert order[head] == []
 
 
 def test_the_scheduler_runs_each_cell_after_its_dependencies(tmp_path, monkeypatch):

@@ -53,3 +53,26 @@ def test_a_domain_whose_targets_change_gets_a_new_warm_start(tmp_path):
     same = warm_start(HFPolicy.tiny(TinyModelConfig(**TINY_MODEL)), ArithmeticDomain(), tasks, cfg, seed=0,
                       key_parts={"m": 1})
     assert same["cached"] and same["key"] == a["key"]
+
+
+def test_run_seeds_share_a_warm_start_with_its_own_seed(tiny_cfg, tmp_path):
+    """sft.seed set: every run seed loads one warm start (renamed signals do not split it);
+    unset: each run seed trains its own."""
+    from evo_core.plugins import PluginManager
+    from evo_core.run_setup import build_session
+
+    sft = {"enabled": True, "steps": 3, "batch_size": 8, "cache_dir": str(tmp_path / "sft")}
+
+    def start(run_seed, **sft_over):
+        cfg = tiny_cfg(run={"seed": run_seed}, sft={**sft, **sft_over},
+                       task={"options": {"signal_names": "hashed", "signal_seed": run_seed}})
+        session, info = build_session(cfg, PluginManager())
+        return info, session.policy.digest()
+
+    a, wa = start(0, seed=0)
+    b, wb = start(1, seed=0)
+    assert not a["cached"] and b["cached"] and b["key"] == a["key"] and wb == wa
+    c, wc = start(1)  # no sft.seed: the run seed is the warm start's
+    assert not c["cached"] and c["key"] != a["key"] and wc != wa
+    d, _ = start(1, seed=1)  # the same warm start, named by its own seed
+    assert d["cached"] and d["key"] == c["key"]
