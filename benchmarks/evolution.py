@@ -530,13 +530,16 @@ def markdown(result: dict[str, Any]) -> str:
     c = result.get("cost") or {}
     if c.get("projected_wall_h"):
         proj = ", ".join(f"{k.split('_')[1]} seeds {v} h" for k, v in c["projected_wall_h"].items())
+        per = "one per flaw, shared by its seeds" if c.get("shared_warm_starts") else "one per flaw and seed"
         lines += ["", f"Cost on this machine, projected from the cells' median wall times and {c['sft_runs_measured']} "
-                      f"SFT warm starts at {c['jobs']} cells at a time: {proj} (budget for 3 seeds: {c['budget_h']['seeds_3']:g} h)."]
+                      f"SFT warm starts ({per}) at {c['jobs']} cells at a time: {proj} "
+                      f"(budget for 3 seeds: {c['budget_h']['seeds_3']:g} h)."]
     for m in c.get("measured") or []:
         ran = "its" if m["cells_ran"] is None else f"{m['cells_ran']} of its"
         lines += [f"Measured: one invocation ran {ran} {m['cells']} cells ({m['seeds']} seed(s)"
-                  + (f" of {m['flaws']} flaws" if m.get("flaws") else "") + f", {m['jobs']} at a time, warm starts "
-                  f"included) in {m['wall_s'] / 3600:.2f} h"
+                  + (f" of {m['flaws']} flaws" if m.get("flaws") else "") + f", {m['jobs']} at a time, "
+                  + (f"its {m['warm_starts']} warm starts" if m.get("warm_starts") else "warm starts")
+                  + f" included) in {m['wall_s'] / 3600:.2f} h"
                   + (f" on {_machine_text(m['machine'])}" if m.get("machine") else "")
                   + (" (resumed: the rest were read)" if m["cells_ran"] not in (None, m["cells"]) else "") + "."]
     return "\n".join(lines) + "\n"
@@ -689,6 +692,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if any(r["ran"] for r in ran):  # what this invocation's own matrix took, start to end: the measured cost
         measured.append({"cells_ran": sum(1 for r in ran if r["ran"]), "cells": len(all_cells), "seeds": len(seeds),
                          "flaws": len(flaws), "jobs": args.jobs, "wall_s": round(matrix_wall, 1),
+                         "warm_starts": len({(c["flaw"], c["warm_seed"]) for c in all_cells}),
                          "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()})
     if measured:
         result["cost"]["measured"] = measured

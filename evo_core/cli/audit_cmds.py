@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -37,19 +38,23 @@ def _open(url: Optional[str], *, read_only: bool = True):
         raise fail(f"cannot open store {url or '(default)'}: {exc}") from None
 
 
-def _store_exists(url: Optional[str]) -> bool:
-    from evo_core.store import default_url
+def _open_when_ready(url: Optional[str], *, wait: float, poll: float) -> tuple:
+    """The store, read-only. A place that holds no event log yet (a run about to start
+    creates it, on SQLite or PostgreSQL alike) is retried until ``wait`` seconds have
+    passed. Returns the store and the seconds of ``wait`` left."""
+    from evo_core.store import NoEventLog, StoreError, open_store
 
-    url = url or default_url()
-    if not url.startswith("sqlite:///"):
-        return True
-    from evo_core.store import StoreError
-    from evo_core.store.sqlite import sqlite_path
-
-    try:
-        return Path(sqlite_path(url)[0]).exists()
-    except StoreError:
-        return True  # opening it names the problem
+    _logs_to_stderr()
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return open_store(url, read_only=True), max(0.0, deadline - time.monotonic())
+        except NoEventLog as exc:
+            if time.monotonic() >= deadline:
+                raise fail(f"cannot open store {url or '(default)'}: {exc}") from None
+        except (StoreError, OSError) as exc:
+            raise fail(f"cannot open store {url or '(default)'}: {exc}") from None
+        time.sleep(poll)
 
 
 def _bad(exc: Exception) -> "typer.Exit":
@@ -167,11 +172,10 @@ def tail_cmd(
     from evo_core.audit.errors import AuditError
     from evo_core.audit.tail import tail
 
-    # read-only, unless waiting for a first run to create the store (as a writer would)
-    store = _open(store_url, read_only=wait <= 0 or _store_exists(store_url))
+    store, wait_left = _open_when_ready(store_url, wait=wait, poll=poll)
     try:
         tail(store, run, Console(highlight=False, soft_wrap=True), last=last, follow=follow, until_finished=until_finished,
-             per_rollout=rollouts, wait=wait, poll=poll, as_json=as_json)
+             per_rollout=rollouts, wait=wait_left, poll=poll, as_json=as_json)
     except AuditError as exc:
         raise _bad(exc) from None
     except KeyboardInterrupt:

@@ -54,6 +54,12 @@ class StoreUnavailable(StoreError):
     """The database cannot be reached or opened."""
 
 
+class NoEventLog(StoreError):
+    """Opened read-only, the place holds no event log (yet): a missing SQLite file, or a
+    database or schema without the event tables. A run about to start creates them, so a
+    follower may wait and retry."""
+
+
 @attrs.frozen
 class StoredEvent:
     """A record as stored: ``version`` counts within the stream (from 1), ``position``

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from evo_core.store.blobs import FileBlobStore
 from evo_core.store.facade import EventStore
-from evo_core.store.records import StoreError
+from evo_core.store.records import NoEventLog, StoreError
 
 SYNC_MODES = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA", "off": "OFF"}
 
@@ -56,7 +56,7 @@ def open_sqlite(url: str, *, read_only: bool = False) -> EventStore:
         raise StoreError(f"SQLite store {url!r}: {path!r} is a directory, not a database file")
     if read_only:
         if not p.exists():
-            raise StoreError(f"no store at {path!r} ({url})")
+            raise NoEventLog(f"no store at {path!r} ({url})")
         backend, snapshots = open_sqlite_backend(os.fspath(p), url, read_only=True)
         return EventStore(backend, FileBlobStore(p.parent / "blobs", read_only=True), snapshots)
     try:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import io
+import threading
+import time
 import os
 import re
 import subprocess
 import sys
 
 import pytest
+import typer
 from rich.console import Console
 
 from evo_core.audit import AuditError, TailFormatter, tail
@@ -39,6 +42,56 @@ def test_tail_no_follow_and_unknown_run(evo_tiny_run):
         tail(store, "nope", Console(file=io.StringIO()), follow=False)
 
 
+def _wait_for_a_store_created_later(url: str, monkeypatch) -> None:
+    """The follower opens first; the writer creates the event log 0.3 s later."""
+    import evo_core.store
+    from evo_core.cli.audit_cmds import _open_when_ready
+    from evo_core.store import NoEventLog
+    from evo_core.synthetic import generate_run
+
+    refused = []
+    real_open = evo_core.store.open_store
+
+    def counting_open(*a, **kw):
+        try:
+            return real_open(*a, **kw)
+        except NoEventLog:
+            refused.append(1)
+            raise
+
+    monkeypatch.setattr(evo_core.store, "open_store", counting_open)
+
+    def write_later():
+        time.sleep(0.3)
+        st = real_open(url)
+        generate_run(st, run_id="late", steps=3, rollouts_per_step=2)
+        st.close()
+
+    writer = threading.Thread(target=write_later)
+    writer.start()
+    try:
+        store, wait_left = _open_when_ready(url, wait=60, poll=0.02)
+        buf = io.StringIO()
+        tail(store, "late", Console(file=buf, width=200, color_system=None), last=1000, wait=wait_left, poll=0.02)
+    finally:
+        writer.join()
+    assert refused, "the follower never saw the store missing: the test did not exercise the wait"
+    assert 0 < wait_left < 60
+    assert "RunFinished" in buf.getvalue().splitlines()[-1]
+    with pytest.raises(typer.Exit):  # a store that never appears: a clear error once the wait is over
+        _open_when_ready(url.replace("evo.sqlite", "never.sqlite").replace("schema=", "schema=never_"), wait=0.1,
+                         poll=0.02)
+
+
+def test_tail_waits_for_a_sqlite_store_created_later(sqlite_url, monkeypatch):
+    _wait_for_a_store_created_later(sqlite_url, monkeypatch)
+
+
+@pytest.mark.postgres
+def test_tail_waits_for_a_postgres_schema_created_later(pg_url, monkeypatch):
+    _wait_for_a_store_created_later(pg_url, monkeypatch)
+
+
 def _live(url: str, tmp_path) -> None:
     steps = 16
     go = tmp_path / "go"
@@ -55,7 +108,8 @@ def _live(url: str, tmp_path) -> None:
             if re.search(rf"step {steps // 2}\s+StepCompleted", line):
                 go.touch()  # the first half reached the tail; let the writer finish
         rc = tailer.wait(timeout=120)
-        assert writer.wait(timeout=120) == 0, writer.stderr.read()
+        assert writer.wait(timeout=120) == 0, (f"{writer.stderr.read()}\ntail exited {rc}: {tailer.stderr.read()}"
+                                               f"\n" + "\n".join(lines[-5:]))
     finally:
         for p in (writer, tailer):
             if p.poll() is None:

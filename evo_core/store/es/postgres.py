@@ -17,7 +17,7 @@ from evo_core.store.blobs import BlobError, BlobStore
 from evo_core.store.es.backend import EsBackend, check_recorded_head
 from evo_core.store.es.names import BULK_TYPE, DEFAULT_TABLE
 from evo_core.store.es.snapshots import EsSnapshots
-from evo_core.store.records import StoreError, StoreUnavailable, first_line
+from evo_core.store.records import NoEventLog, StoreUnavailable, first_line
 from evo_core.store.snapshots import MemorySnapshots
 
 PROBE_ID = uuid.UUID(int=0)  # the key of the rolled-back row that check_writable writes
@@ -208,7 +208,7 @@ def open_postgres_backend(*, url: str, dbname: str, host: str, port: int, user: 
         if read_only:
             tables = _existing_tables(first_conn, schema, table)
             if table not in tables or f"{table}_streams" not in tables:
-                raise StoreError(f"{url}: schema {schema!r} holds no EvoTrainer event log (no {table} table)")
+                raise NoEventLog(f"{url}: schema {schema!r} holds no EvoTrainer event log (no {table} table)")
             datastore: PostgresDatastore = ReadOnlyPostgresDatastore(**opts)
             return _recorders(url, datastore, schema, table, read_only=True, tables=tables)
         # Many processes open the same store at once (workers of one run), and PostgreSQL DDL

@@ -16,7 +16,7 @@ from eventsourcing.sqlite import SQLiteAggregateRecorder, SQLiteApplicationRecor
 from evo_core.store.es.backend import EsBackend, check_recorded_head
 from evo_core.store.es.names import BULK_TYPE, DEFAULT_TABLE
 from evo_core.store.es.snapshots import EsSnapshots
-from evo_core.store.records import StoreError, StoreUnavailable
+from evo_core.store.records import NoEventLog, StoreUnavailable
 from evo_core.store.snapshots import MemorySnapshots
 
 PROBE_ID = "evo-write-probe"  # the key of the rolled-back row that check_writable writes
@@ -201,7 +201,7 @@ def _open_read_only(path: str, url: str, table: str, lock_timeout: int):
             raise StoreUnavailable(f"{url}: cannot open SQLite database {path!r}: {exc}") from None
     assert tables is not None
     if table not in tables or f"{table}_streams" not in tables:
-        raise StoreError(f"{url}: {path!r} holds no EvoTrainer event log (no {table} table)")
+        raise NoEventLog(f"{url}: {path!r} holds no EvoTrainer event log (no {table} table)")
     datastore = SQLiteDatastore(uri, lock_timeout=lock_timeout, pool_size=2, max_overflow=2)
     datastore.pool.is_journal_mode_wal = True  # the library would otherwise switch the file to WAL
     _on_connect(datastore, ["PRAGMA query_only=ON"])
