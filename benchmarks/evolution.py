@@ -665,6 +665,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     all_cells = cells(suite, flaws, arms, seeds, mode=args.mode, audit_sweep=args.audit_sweep, smoke=args.smoke,
                       per_seed_warm_starts=args.per_seed_warm_starts)
     steps = flaw_sft_steps(suite, flaws)
+    warm_starts = len({(c["flaw"], c["warm_seed"]) for c in all_cells})
     t0 = time.perf_counter()
     ran = [] if args.read_only else run_matrix(d, all_cells, all_cells, args.jobs, args.timeout, log, heavy=steps)
     matrix_wall = time.perf_counter() - t0
@@ -685,14 +686,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         "audit_sweep": aggregate([r for r in rows if "-audit" in r["arm"]]) if args.audit_sweep else None,
         "provenance": provenance(rows),
         "cost": cost(rows, sft_runs(d), steps, jobs=args.jobs, sft_fallback=included_sft_runs(args.include, steps),
-                     shared_warm_starts=len({(c["flaw"], c["warm_seed"]) for c in all_cells}) == len(flaws) and len(seeds) > 1),
+                     shared_warm_starts=warm_starts == len(flaws) and len(seeds) > 1),
         "runs": [{k: v for k, v in r.items() if k not in ("diagnosis_kinds",)} for r in rows],
     }
     measured = included_measurements(args.include)
     if any(r["ran"] for r in ran):  # what this invocation's own matrix took, start to end: the measured cost
         measured.append({"cells_ran": sum(1 for r in ran if r["ran"]), "cells": len(all_cells), "seeds": len(seeds),
                          "flaws": len(flaws), "jobs": args.jobs, "wall_s": round(matrix_wall, 1),
-                         "warm_starts": len({(c["flaw"], c["warm_seed"]) for c in all_cells}),
+                         "warm_starts": warm_starts,
                          "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()})
     if measured:
         result["cost"]["measured"] = measured

@@ -27,28 +27,17 @@ def _logs_to_stderr() -> None:
     configure(default_level="WARNING")
 
 
-def _open(url: Optional[str], *, read_only: bool = True):
-    """The store, opened read-only unless the command writes (so a read-only store can be audited)."""
-    from evo_core.store import StoreError, open_store
-
-    _logs_to_stderr()
-    try:
-        return open_store(url, read_only=read_only)
-    except (StoreError, OSError) as exc:
-        raise fail(f"cannot open store {url or '(default)'}: {exc}") from None
-
-
-def _open_when_ready(url: Optional[str], *, wait: float, poll: float) -> tuple:
-    """The store, read-only. A place that holds no event log yet (a run about to start
-    creates it, on SQLite or PostgreSQL alike) is retried until ``wait`` seconds have
-    passed. Returns the store and the seconds of ``wait`` left."""
+def _open(url: Optional[str], *, read_only: bool = True, wait: float = 0.0, poll: float = 0.2):
+    """The store, opened read-only unless the command writes (so a read-only store can be audited).
+    With ``wait``, a place that holds no event log yet (a run about to start creates it, on
+    SQLite or PostgreSQL alike) is retried every ``poll`` seconds until the wait is over."""
     from evo_core.store import NoEventLog, StoreError, open_store
 
     _logs_to_stderr()
     deadline = time.monotonic() + wait
     while True:
         try:
-            return open_store(url, read_only=True), max(0.0, deadline - time.monotonic())
+            return open_store(url, read_only=read_only)
         except NoEventLog as exc:
             if time.monotonic() >= deadline:
                 raise fail(f"cannot open store {url or '(default)'}: {exc}") from None
@@ -172,10 +161,11 @@ def tail_cmd(
     from evo_core.audit.errors import AuditError
     from evo_core.audit.tail import tail
 
-    store, wait_left = _open_when_ready(store_url, wait=wait, poll=poll)
+    deadline = time.monotonic() + wait  # one wait: for the store, then for the run's first event
+    store = _open(store_url, wait=wait, poll=poll)
     try:
         tail(store, run, Console(highlight=False, soft_wrap=True), last=last, follow=follow, until_finished=until_finished,
-             per_rollout=rollouts, wait=wait_left, poll=poll, as_json=as_json)
+             per_rollout=rollouts, wait=max(0.0, deadline - time.monotonic()), poll=poll, as_json=as_json)
     except AuditError as exc:
         raise _bad(exc) from None
     except KeyboardInterrupt:
