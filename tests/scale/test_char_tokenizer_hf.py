@@ -34,8 +34,10 @@ def test_directory_is_a_standard_fast_tokenizer(saved):
 
 
 # any text: the characters, unknown ones (letters, newlines, astral code points) and the
-# special tokens' spellings, which are plain characters to the character tokenizer
-pieces = st.sampled_from(CHARS) | st.characters() | st.sampled_from(SPECIALS)
+# special tokens' spellings, which are plain characters to the character tokenizer. Lone
+# surrogates (category Cs) are left out: they are not encodable text, and the Rust tokenizer
+# refuses the str before any id is computed.
+pieces = st.sampled_from(CHARS) | st.characters(blacklist_categories=("Cs",)) | st.sampled_from(SPECIALS)
 texts = st.lists(pieces, max_size=30).map("".join)
 
 
