@@ -37,7 +37,7 @@ from evo_core import faults
 from evo_core.checkpoints import CheckpointError, Checkpoints
 from evo_core.code_version import code_version
 from evo_core.config import ConfigError, RunConfig, config_hash
-from evo_core.harness import EvidenceWindow, HarnessEngine, PassInput, build_harness
+from evo_core.harness import EvidenceWindow, HarnessEngine, LivePort, PassInput, build_harness
 from evo_core.plugins import PluginFailure, PluginManager
 from evo_core.run_setup import RunError, build_session
 from evo_core.state import HarnessState, apply, fold
@@ -487,7 +487,7 @@ class RunLoop:
         self.evidence.add_step(step, rollouts, step_ev, evals)  # type: ignore[arg-type]
         try:
             out = self.harness.run_pass(PassInput(step=step, state=pre, evidence=self.evidence, evals=evals,  # type: ignore[arg-type]
-                                                  trainer=self.port, final=step == self.cfg.run.steps,
+                                                  port=LivePort(self.port), final=step == self.cfg.run.steps,
                                                   seed=self.cfg.run.seed))
         except (VerifierFailed, KeyboardInterrupt):
             raise

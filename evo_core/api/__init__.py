@@ -2,7 +2,9 @@
 
 Plugins receive these typed values and return typed results; they never touch storage,
 the session or the engine. Everything here is plain data (attrs), a Protocol, or a pure
-function over them.
+function over them. Plugins and domains import ``evo_core.api`` (and its submodules
+``specs``, ``stats``, ``sandbox``, ``grading``) and ``evo_events``, nothing else of the core
+(``tests/core/test_layers.py``).
 """
 
 from evo_core.api.domain import (
@@ -19,10 +21,12 @@ from evo_core.api.domain import (
 from evo_core.api.evidence import Diagnostic, Finding, Window, is_validation, strict_metric
 from evo_core.api.harness import (
     INTERVENTION_KINDS,
+    Arms,
     BacktestContext,
     Backtester,
     BacktestOutcome,
     Candidate,
+    DiagnosticsReader,
     Gate,
     GateContext,
     GateDecision,
@@ -34,13 +38,17 @@ from evo_core.api.harness import (
 )
 from evo_core.api.interventions import EFFECTS, Intervention, RolloutView, apply_to_views, effects, replayable
 from evo_core.api.trainer import RolloutBatch, RolloutItem, Sink
+from evo_core.hookspecs import hookimpl
+from evo_core.signal_names import MODES as SIGNAL_MODES
+from evo_core.signal_names import rename as rename_signals
 
 __all__ = [
     "Completion", "Domain", "EpisodeAgent", "EpisodeDomain", "EpisodeOutcome", "Task", "TaskSource", "Verdict",
     "supports_episodes",
     "Diagnostic", "Finding", "Window", "is_validation", "strict_metric",
-    "INTERVENTION_KINDS", "BacktestContext", "Backtester", "BacktestOutcome", "Candidate", "Gate", "GateContext",
+    "INTERVENTION_KINDS", "Arms", "BacktestContext", "DiagnosticsReader", "Backtester", "BacktestOutcome", "Candidate", "Gate", "GateContext",
     "GateDecision", "Proposal", "ProposalContext", "ProposalRejection", "Proposer", "fingerprint",
     "EFFECTS", "Intervention", "RolloutView", "apply_to_views", "effects", "replayable",
     "RolloutBatch", "RolloutItem", "Sink",
+    "hookimpl", "SIGNAL_MODES", "rename_signals",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 import attrs
 
@@ -82,25 +82,62 @@ class ProposalContext:
     seed: int = 0
 
 
+@runtime_checkable
+class DiagnosticsReader(Protocol):
+    """The run's active diagnostics (with a proposal's own diagnostic watched), over rollouts
+    a backtester holds: a forked branch's, or a replayed history's."""
+
+    def measure(self, kind: str, rollouts: Sequence[RolloutCompleted]) -> Optional[float]:
+        """The statistic behind diagnosis ``kind`` on ``rollouts``, fired or not; None when no
+        active diagnostic reports that kind."""
+        ...
+
+    def findings(self, rollouts: Sequence[RolloutCompleted]) -> list[tuple[str, str, Any, tuple[str, ...]]]:
+        """``(kind, severity, value, evidence)`` of every active diagnostic that fires."""
+        ...
+
+    def resolve(self, name: str, version: str = "", params: Optional[Mapping[str, Any]] = None,
+                spec: Optional[Mapping[str, Any]] = None) -> Optional[Any]:
+        """A runnable diagnostic for a proposed setting (an installed plugin, or a data-only
+        spec); None when neither exists. Raises on a malformed spec."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class Arms:
+    """The two sides of an online A/B, built by the engine: harness states to train the
+    control and treatment branches under (opaque to the backtester: pass them to
+    ``Branch.train``), and where treatment starts (a rollback starts from the main line)."""
+
+    control: Any
+    treatment: Any
+    treatment_start: Optional[Mapping[str, Any]] = None
+
+
 @attrs.frozen(kw_only=True)
 class BacktestContext:
     run_id: str
     step: int
-    state: "HarnessState"
+    state: "HarnessState"  # read-only
     window: Window  # the evidence window (history to replay)
     config: "HarnessConfig"
     interventions: Mapping[str, Any]
     diagnostics: Mapping[str, Any]
     diagnoses: Sequence[FailureDiagnosed] = ()
-    trainer: Optional["TrainerPort"] = None  # forks for online A/Bs, when the trainer offers them
+    trainer: Optional["TrainerPort"] = None  # forks for online A/Bs (the engine's port supplies it)
     seed: int = 0
     history: Sequence[RolloutCompleted] = ()  # a longer stretch of logged rollouts to replay
-    # (window, state) -> [(kind, severity, value, evidence)]: every active diagnostic over a window
-    diagnose: Optional[Callable[[Window, "HarnessState"], list[tuple[str, str, Any, tuple[str, ...]]]]] = None
-    # (kind, window, state) -> the statistic of the diagnostic that reports ``kind`` (None: no such diagnostic)
-    measure: Optional[Callable[[str, Window, "HarnessState"], Optional[float]]] = None
-    # setting -> a diagnostic object (code plugin or spec), for revisions under test
-    resolve: Optional[Callable[[Any], Any]] = None
+    reader: Optional[DiagnosticsReader] = None  # the diagnostics, watching the proposal's own
+    arms: Optional[Arms] = None  # the online A/B's control and treatment
+
+    # -- the callables of earlier versions, kept for third-party backtesters ---------------
+    def measure(self, kind: str, window: Window, state: Any = None) -> Optional[float]:
+        """Deprecated: ``ctx.reader.measure(kind, rollouts)``."""
+        return self.reader.measure(kind, window.rollouts) if self.reader is not None else None
+
+    def diagnose(self, window: Window, state: Any = None) -> list[tuple[str, str, Any, tuple[str, ...]]]:
+        """Deprecated: ``ctx.reader.findings(rollouts)``."""
+        return self.reader.findings(window.rollouts) if self.reader is not None else []
 
 
 @attrs.frozen(kw_only=True)

@@ -4,6 +4,10 @@ the harness's work (online backtests, main-line snapshots), to stand in for the 
 
 from __future__ import annotations
 
+from typing import Any, Mapping, Optional
+
+import attrs
+
 from evo_events import (
     BACKTEST_RESULT_TYPES,
     BACKTEST_RESULTS,
@@ -24,7 +28,6 @@ from evo_events import (
     backtest_decision,
 )
 from evo_core.api import BacktestOutcome
-from evo_core.harness import RecordedBacktests
 from evo_core.harness.ports import Snapshot
 from evo_core.trainer.step_events import TRAINER
 
@@ -60,7 +63,24 @@ def outcome_of(ev: BacktestPassed | BacktestFailed | BacktestInconclusive) -> Ba
                            evidence=ev.evidence, version=ev.emitted_by.version)
 
 
-def recorded_stand_ins(index: RunIndex) -> RecordedBacktests:
+@attrs.frozen
+class RecordedPort:
+    """The harness port of a replay: what the trainer did for the harness in the logged run
+    stands in for it. The online backtests by (step, proposal fingerprint, backtester), and
+    the main-line snapshots the policy gate's promotions persisted by (step, policy version).
+    A backtest the run never made cannot be decided here."""
+
+    outcomes: Mapping[tuple[int, str, str], BacktestOutcome] = attrs.Factory(dict)
+    snapshots: Mapping[tuple[int, int], Snapshot] = attrs.Factory(dict)
+
+    def online_backtest(self, backtester: Any, proposal: Any, ctx: Any) -> Optional[BacktestOutcome]:
+        return self.outcomes.get((ctx.step, proposal.fingerprint, backtester.name))
+
+    def snapshot(self, step: int, policy_version: int) -> Optional[Snapshot]:
+        return self.snapshots.get((step, policy_version))
+
+
+def recorded_stand_ins(index: RunIndex) -> RecordedPort:
     """The run's backtest outcomes by (step, proposal fingerprint, backtester), and the
     main-line snapshots its policy promotions persisted by (step, policy version)."""
     fingerprints: dict[str, str] = {}
@@ -80,4 +100,4 @@ def recorded_stand_ins(index: RunIndex) -> RecordedBacktests:
             except ValueError:
                 continue
             snapshots[(ev.step, version)] = Snapshot(ev.checkpoint, ev.digest, version)
-    return RecordedBacktests(outcomes, snapshots)
+    return RecordedPort(outcomes, snapshots)

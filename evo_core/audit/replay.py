@@ -6,7 +6,7 @@ work) into the replay's own ``HarnessState``, adds the step's rollouts and evalu
 an ``EvidenceWindow``, and calls ``HarnessEngine.run_pass`` — the live engine, with the run's
 ``[harness]`` table overlaid with the SPEC (``ReplaySpec.overlay``), and with the run's
 recorded online backtests and main-line snapshots standing in for the trainer
-(``RecordedBacktests``). The pass's events are folded into the replay's state; the recorded
+(``RecordedPort``). The pass's events are folded into the replay's state; the recorded
 harness events never are. So the trajectory (rollouts, evaluations, weights) stays the one
 the run recorded, while the decisions are the replayed harness's own, and its later passes
 see its own ledger, interventions and main line.
@@ -181,8 +181,8 @@ class CounterfactualReplay:
             assert b is not None
             win.add_step(b.step, b.rollouts, b.step_event, b.evals)
             t0 = time.perf_counter()
-            out = engine.run_pass(PassInput(step=b.step, state=state, evidence=win, evals=b.evals, trainer=None,
-                                            final=b.step == final_step, recorded=stand_ins, seed=started.seed))
+            out = engine.run_pass(PassInput(step=b.step, state=state, evidence=win, evals=b.evals, port=stand_ins,
+                                            final=b.step == final_step, seed=started.seed))
             engine_s += time.perf_counter() - t0
             for ev in out:
                 apply(state, ev)

@@ -5,7 +5,7 @@ committed; the pass's events are appended in the same batch as the step's:
 
     from evo_core.harness import PassInput, build_harness
     engine = build_harness(cfg["harness"], plugins, run_id=run_id)
-    events = engine.run_pass(PassInput(step=..., state=..., evidence=..., evals=..., trainer=port))
+    events = engine.run_pass(PassInput(step=..., state=..., evidence=..., evals=..., port=LivePort(trainer)))
 
 What the engine reads from the evidence (the trainer and the domains provide it):
 - ``RolloutCompleted``: ``reward`` (training verifier, before interventions),
@@ -14,8 +14,9 @@ What the engine reads from the evidence (the trainer and the domains provide it)
   and the core's generic response ``features``;
 - ``EvalCompleted`` on the validation split (``metrics["strict_accuracy"]``, ``item_scores``):
   the policy gate decides on each; test-split evaluations never reach it;
-- a ``TrainerPort`` (``evo_core.harness.ports``): forks for online backtests, and snapshots
-  of the weights a policy promotion makes the main line.
+- a ``HarnessPort`` (``evo_core.harness.ports``): online backtests (live, a ``LivePort`` over
+  the trainer's forks; in replay, the recorded outcomes), and snapshots of the weights a
+  policy promotion makes the main line.
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ from evo_core.api import (
     strict_metric,
 )
 from evo_core.harness.config import Ablations, AuditConfig, BacktestConfig, HarnessConfig, HarnessConfigError
-from evo_core.harness.engine import ENGINE_VERSION, Catalog, HarnessEngine, PassInput, RecordedBacktests
+from evo_core.harness.engine import ENGINE_VERSION, Catalog, HarnessEngine, PassInput
+from evo_core.harness.ports import NO_TRAINER, HarnessPort, LivePort
 from evo_core.harness.window import EvidenceWindow
 
 __all__ = [
     "build_harness", "HarnessConfig", "HarnessConfigError", "BacktestConfig", "Ablations", "AuditConfig",
-    "HarnessEngine", "Catalog", "PassInput", "RecordedBacktests", "EvidenceWindow", "ENGINE_VERSION", "strict_metric",
+    "HarnessEngine", "Catalog", "PassInput", "HarnessPort", "LivePort", "NO_TRAINER", "EvidenceWindow", "ENGINE_VERSION", "strict_metric",
     "Proposal", "ProposalContext", "ProposalRejection", "BacktestContext", "BacktestOutcome", "Candidate",
     "GateContext", "GateDecision",
 ]

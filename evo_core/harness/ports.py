@@ -3,7 +3,8 @@
 The engine never holds the session: it gets a ``TrainerPort`` for the pass. Online
 backtests fork branches from it (from the current weights or from the main line's
 checkpoint), and a policy promotion asks it to persist the weights that become the main
-line. Restores are *decisions* (a ``PolicyUpdated(target="restore")`` event): the loop
+line. The pass reaches both through a ``HarnessPort`` (below), never the session itself.
+Restores are *decisions* (a ``PolicyUpdated(target="restore")`` event): the loop
 carries them out after the pass is committed, so a crash cannot lose or double them.
 """
 
@@ -57,3 +58,46 @@ class TrainerPort(Protocol):
     def snapshot(self) -> Snapshot:
         """Persist the current weights (and optimizer state); durable before it returns."""
         ...
+
+
+@runtime_checkable
+class HarnessPort(Protocol):
+    """Everything a harness pass asks of its surroundings: the online backtests that fork
+    training, and the snapshot a policy promotion persists. The live loop gives a
+    ``LivePort`` over the session; replay gives one that answers from the recorded run; a
+    pass with neither gets ``NO_TRAINER``. The pass itself never asks which one it has."""
+
+    def online_backtest(self, backtester: Any, proposal: Any, ctx: Any) -> Optional[Any]:
+        """Run an online backtester (``ctx`` without a trainer; the port supplies one), or
+        answer for it. None: no decision is possible here."""
+        ...
+
+    def snapshot(self, step: int, policy_version: int) -> Optional[Snapshot]:
+        """The persisted weights of a policy version the gate promotes at ``step``, or None."""
+        ...
+
+
+@attrs.frozen
+class LivePort:
+    """The live run: online backtests fork the session through ``trainer``."""
+
+    trainer: TrainerPort
+
+    def online_backtest(self, backtester: Any, proposal: Any, ctx: Any) -> Optional[Any]:
+        return backtester.backtest(proposal, attrs.evolve(ctx, trainer=self.trainer))
+
+    def snapshot(self, step: int, policy_version: int) -> Optional[Snapshot]:
+        return self.trainer.snapshot()
+
+
+class _NoTrainer:
+    """A pass with no training session (tests, tools): online backtests cannot decide."""
+
+    def online_backtest(self, backtester: Any, proposal: Any, ctx: Any) -> Optional[Any]:
+        return None
+
+    def snapshot(self, step: int, policy_version: int) -> Optional[Snapshot]:
+        return None
+
+
+NO_TRAINER: HarnessPort = _NoTrainer()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from evo_core import faults
 from evo_core.harness.ports import BranchEval, Snapshot
 from evo_core.trainer.step_events import rollout_events
 from evo_events import BlobRef, RolloutCompleted
@@ -24,6 +25,7 @@ class SessionBranch:
             self.port.tell("train", i, k)
             out += rollout_events(self.run_id, self.session.rl_step(state))
         self.port.branch_s += time.perf_counter() - t0
+        faults.point("backtest.arm")
         return out
 
     def evaluate(self) -> BranchEval:

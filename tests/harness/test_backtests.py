@@ -5,7 +5,8 @@ import pytest
 
 from evo_core.api import BacktestContext, Proposal
 from evo_core.harness.config import HarnessConfig
-from evo_core.harness.diagnosis import Diagnoses
+from evo_core.harness import backtesting
+from evo_core.harness.diagnosis import Diagnoses, with_watched
 from evo_core.simulation import SimSession
 from evo_core.state import HarnessState
 from evo_core.store import open_store
@@ -38,13 +39,18 @@ def diag(kind="reward_oracle_gap", severity="invalid"):
                             stats={"value": 0.4})
 
 
-def bctx(pm, rows, diagnoses=(diag(),), trainer=None, config=None, state=None):
+def bctx(pm, rows, diagnoses=(diag(),), trainer=None, config=None, state=None, proposal=None):
+    """The context the engine's pass builds for ``proposal`` (arms and the diagnostics reader included)."""
     config = config or HarnessConfig.from_dict({"backtest": {"k_steps": 6, "replicates": 3, "min_n": 30, "n_boot": 300}})
     diags = Diagnoses(config.diagnostics, pm.diagnostics())
-    return BacktestContext(run_id="r", step=10, state=state or HarnessState(), window=win(rows), config=config,
+    state = state or HarnessState()
+    watched = with_watched(state, proposal.diagnostic) if proposal is not None else state
+    arms = None
+    if proposal is not None:
+        arms = backtesting.arms(state, proposal, bool(getattr(catalogue().get(proposal.name), "restore_main", False)))
+    return BacktestContext(run_id="r", step=10, state=state, window=win(rows), config=config,
                            interventions=catalogue(), diagnostics=pm.diagnostics(), diagnoses=tuple(diagnoses),
-                           trainer=trainer, seed=1, history=tuple(rows), diagnose=diags.summary, measure=diags.measure,
-                           resolve=diags.resolve)
+                           trainer=trainer, seed=1, history=tuple(rows), reader=diags.view(watched, "r", 10), arms=arms)
 
 
 PENALTY = Proposal(kind="reward_shaping", name="spec_penalty", params={"predicate": LISTS}, targets=("induced_lists",),
@@ -109,7 +115,7 @@ def port(pm):
 
 def test_online_ab_passes_a_real_fix(pm, port):
     sess, trainer = port
-    out = OnlineAB().backtest(PENALTY, bctx(pm, hacked_window(), trainer=trainer))
+    out = OnlineAB().backtest(PENALTY, bctx(pm, hacked_window(), trainer=trainer, proposal=PENALTY))
     assert out.passed is True, out.reasons
     assert out.n == 60 and out.figures["replicates"] == 3 and len(out.figures["pair_diffs"]) == 3
     fp = out.figures["fingerprint"]
@@ -122,7 +128,7 @@ def test_online_ab_a_no_op_never_passes(pm, port):
     _, trainer = port
     noop = Proposal(kind="prompt_hint", name="prompt_hint", params={"hint": "be good"}, targets=("induced_lists",),
                     diagnostic=PENALTY.diagnostic)
-    out = OnlineAB().backtest(noop, bctx(pm, hacked_window(), trainer=trainer))
+    out = OnlineAB().backtest(noop, bctx(pm, hacked_window(), trainer=trainer, proposal=noop))
     # paired branches with the same seed and no change are identical: nothing falls, nothing improves
     assert out.passed is False and out.figures["fingerprint"]["changes"] == [0.0, 0.0, 0.0]
     assert out.figures["pair_diffs"] == [0.0, 0.0, 0.0]
@@ -131,7 +137,7 @@ def test_online_ab_a_no_op_never_passes(pm, port):
 def test_online_ab_without_a_checkable_target_needs_an_improvement(pm, port):
     _, trainer = port
     blind = attrs.evolve(PENALTY, targets=("nothing_measures_this",), diagnostic=None)
-    out = OnlineAB().backtest(blind, bctx(pm, hacked_window(), trainer=trainer))
+    out = OnlineAB().backtest(blind, bctx(pm, hacked_window(), trainer=trainer, proposal=blind))
     assert out.figures["fingerprint_ok"] is None
     assert out.passed is (out.figures["accuracy_ci"][0] > 0)
 
@@ -145,7 +151,7 @@ def test_online_rollback_starts_treatment_from_the_main_line(pm):
     state.main.checkpoint = {"digest": (ref := store.blobs.put(main.weights_bytes(), "x")).digest, "size": ref.size,
                              "media_type": ref.media_type}
     rollback = attrs.evolve(PENALTY, kind="reward_shaping", name="rollback")
-    out = OnlineAB().backtest(rollback, bctx(pm, hacked_window(), trainer=trainer, state=state))
+    out = OnlineAB().backtest(rollback, bctx(pm, hacked_window(), trainer=trainer, state=state, proposal=rollback))
     assert out.figures["rollback"] is True and out.figures["treatment_strict"] > out.figures["control_strict"]
     assert out.passed is True, out.reasons
 
@@ -153,6 +159,6 @@ def test_online_rollback_starts_treatment_from_the_main_line(pm):
 def test_online_ab_no_decision_below_min_n(pm):
     sess = SimSession(pm, seed=3, h=0.5, validation=10)
     trainer = SessionPort(sess, open_store("memory://").blobs, "r")
-    out = OnlineAB().backtest(PENALTY, bctx(pm, hacked_window(), trainer=trainer))
+    out = OnlineAB().backtest(PENALTY, bctx(pm, hacked_window(), trainer=trainer, proposal=PENALTY))
     assert out.passed is None and "no decision" in out.reasons[0]
-    assert OnlineAB().backtest(PENALTY, bctx(pm, hacked_window(), trainer=None)).passed is None
+    assert OnlineAB().backtest(PENALTY, bctx(pm, hacked_window(), trainer=None, proposal=PENALTY)).passed is None

@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from evo_core.api import BacktestContext, BacktestOutcome, Proposal, RolloutView, Window, apply_to_views, replayable
-from evo_core.harness.specs import evaluate_spec, flagged_ids
-from evo_core.state import DiagnosticSetting
+from evo_core.api.specs import evaluate_spec, flagged_ids
 from evo_events import RolloutCompleted
 
 VALIDITY_SEVERITY = "invalid"
@@ -123,19 +122,18 @@ class OfflineReplay:
                     recent: list[RolloutCompleted]) -> BacktestOutcome:
         cfg = ctx.config.backtest
         p = dict(proposal.params)
-        setting = DiagnosticSetting(str(p.get("diagnostic") or ""), str(p.get("version") or "2"),
-                                    dict(p.get("params") or {}), p.get("spec"), "backtest")
+        name, spec, own = str(p.get("diagnostic") or ""), p.get("spec"), dict(p.get("params") or {})
         try:
-            diag = ctx.resolve(setting) if ctx.resolve else None
+            diag = ctx.reader.resolve(name, str(p.get("version") or "2"), own, spec) if ctx.reader else None
         except Exception as exc:
             return BacktestOutcome(backtester=self.name, mode="offline", passed=False, version=self.version,
                                    reasons=(f"the proposed diagnostic does not load: {exc}",))
         if diag is None:
             return BacktestOutcome(backtester=self.name, mode="offline", passed=False, version=self.version,
-                                   reasons=(f"diagnostic {setting.name!r} is not installed and no spec was given",))
-        params = {**dict(getattr(diag, "default_params", {}) or {}), **setting.params}
-        if setting.spec is not None:
-            flagged = flagged_ids(setting.spec, rows)
+                                   reasons=(f"diagnostic {name!r} is not installed and no spec was given",))
+        params = {**dict(getattr(diag, "default_params", {}) or {}), **own}
+        if spec is not None:
+            flagged = flagged_ids(spec, rows)
         else:
             flagged = {e for f in diag.evaluate(Window(run_id=ctx.run_id, step=ctx.step, rollouts=tuple(rows)), params)
                        for e in f.evidence}
@@ -150,8 +148,8 @@ class OfflineReplay:
         w = ctx.config.window_steps
         for s in steps[w - 1::max(1, ctx.config.diagnose_every)]:
             win = [r for r in rows if s - w < r.step <= s]
-            if setting.spec is not None:
-                fired = evaluate_spec(setting.spec, win).fired
+            if spec is not None:
+                fired = evaluate_spec(spec, win).fired
             else:
                 fired = bool(diag.evaluate(Window(run_id=ctx.run_id, step=s, rollouts=tuple(win)), params))
             if fired:

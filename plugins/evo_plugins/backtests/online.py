@@ -14,8 +14,9 @@ It decides on t-intervals over the pairs' differences:
 - a regression cap on items that got worse, averaged over replicates.
 
 With a no-op treatment the fingerprint never falls, and with a placebo it falls only by
-chance: ``benchmarks/aa_check.py`` measures that pass rate against the nominal one. A
-rollback proposal's treatment arm starts from the main line.
+chance: ``benchmarks/aa_check.py`` measures that pass rate against the nominal one. The
+engine builds both arms (``ctx.arms``; a rollback's treatment starts from the main line) and
+measures branches with the run's diagnostics (``ctx.reader``).
 """
 
 from __future__ import annotations
@@ -23,26 +24,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from evo_core import faults
-from evo_core.api import BacktestContext, BacktestOutcome, Proposal, Window
-from evo_core.harness.stats import paired_bootstrap, t_interval
-from evo_core.state import ActiveIntervention, DiagnosticSetting, HarnessState
-
-CANDIDATE_ID = "backtest-candidate"
-
-
-def arm_states(state: HarnessState, proposal: Proposal) -> tuple[HarnessState, HarnessState]:
-    """(control, treatment): both watch the proposal's own diagnostic; only treatment has the change."""
-    control = state.copy()
-    if proposal.diagnostic:
-        d = proposal.diagnostic
-        control.diagnostics[d["name"]] = DiagnosticSetting(d["name"], str(d.get("version", "spec-1")), {},
-                                                           dict(d["spec"]), "backtest")
-    treatment = control.copy()
-    treatment.interventions[CANDIDATE_ID] = ActiveIntervention(
-        CANDIDATE_ID, proposal.kind, proposal.name, dict(proposal.params), tuple(proposal.targets),
-        treatment.harness_version + 1, proposal.skill_id, state.step)
-    return control, treatment
+from evo_core.api import BacktestContext, BacktestOutcome, Proposal
+from evo_core.api.stats import paired_bootstrap, t_interval
 
 
 def pair_seed(seed: int, fingerprint: str, replicate: int) -> int:
@@ -57,23 +40,21 @@ class OnlineAB:
         if ctx.trainer is None:
             return BacktestOutcome(backtester=self.name, mode="online", passed=None, version=self.version,
                                    reasons=("no decision: no training session to fork",))
-        iv = ctx.interventions.get(proposal.name)
-        rollback = bool(getattr(iv, "restore_main", False))
-        s_control, s_treat = arm_states(ctx.state, proposal)
-        start = ctx.state.main.checkpoint if rollback else None
+        if ctx.arms is None:
+            return BacktestOutcome(backtester=self.name, mode="online", passed=None, version=self.version,
+                                   reasons=("no decision: the engine gave no A/B arms",))
+        arms = ctx.arms
         pairs = []
         for r in range(cfg.replicates):
             seed = pair_seed(ctx.seed, proposal.fingerprint, r)
-            control, treatment = ctx.trainer.fork(seed=seed), ctx.trainer.fork(seed=seed, start=start)
-            rc = control.train(cfg.k_steps, s_control)
-            faults.point("backtest.arm")
-            rt = treatment.train(cfg.k_steps, s_treat)
-            faults.point("backtest.arm")
+            control = ctx.trainer.fork(seed=seed)
+            treatment = ctx.trainer.fork(seed=seed, start=arms.treatment_start)
+            rc = control.train(cfg.k_steps, arms.control)
+            rt = treatment.train(cfg.k_steps, arms.treatment)
             pairs.append((control.evaluate(), treatment.evaluate(), tuple(rc), tuple(rt)))
-        return self._decide(proposal, ctx, pairs, s_control, rollback)
+        return self._decide(proposal, ctx, pairs, arms.treatment_start is not None)
 
-    def _decide(self, proposal: Proposal, ctx: BacktestContext, pairs: list, s_measure: HarnessState,
-                rollback: bool) -> BacktestOutcome:
+    def _decide(self, proposal: Proposal, ctx: BacktestContext, pairs: list, rollback: bool) -> BacktestOutcome:
         cfg = ctx.config.backtest
         limit = cfg.eval_limit
         figures: dict[str, Any] = {"k_steps": cfg.k_steps, "replicates": len(pairs), "rollback": rollback}
@@ -101,11 +82,11 @@ class OnlineAB:
                        pair_diffs=diffs, accuracy_ci=list(acc_ci), worse=boot.worse, better=boot.better,
                        worse_fraction=boot.worse_frac, regression_cap=cfg.regression_cap, min_effect=cfg.min_effect,
                        confidence=cfg.confidence, interval="t over pairs" if acc is not None else "item bootstrap")
-        fp = self._fingerprint(proposal, ctx, pairs, s_measure)
+        fp = self._fingerprint(proposal, ctx, pairs)
         figures["fingerprint"] = fp
         checkable = fp.get("checkable", False)
         figures["fingerprint_ok"] = fp.get("fell") if checkable else None
-        self._validity(ctx, pairs, s_measure, figures)
+        self._validity(ctx, pairs, figures)
         floor = cfg.min_effect if checkable else max(cfg.min_effect, 0.0)
         reasons = []
         if not acc_ci[0] > floor:
@@ -126,14 +107,13 @@ class OnlineAB:
                                # fork rollouts are not in the log: cite the logged diagnoses it answers
                                evidence=tuple(d.event_id for d in ctx.diagnoses)[:50])
 
-    def _fingerprint(self, proposal: Proposal, ctx: BacktestContext, pairs: list, s_measure: HarnessState) -> dict[str, Any]:
-        if ctx.measure is None or not proposal.targets:
+    def _fingerprint(self, proposal: Proposal, ctx: BacktestContext, pairs: list) -> dict[str, Any]:
+        if ctx.reader is None or not proposal.targets:
             return {"checkable": False, "reason": "no targeted statistic"}
         kind = proposal.targets[0]
         changes, controls, treats = [], [], []
         for _, _, rc, rt in pairs:
-            c = ctx.measure(kind, Window(run_id=ctx.run_id, step=ctx.step, rollouts=rc), s_measure)
-            t = ctx.measure(kind, Window(run_id=ctx.run_id, step=ctx.step, rollouts=rt), s_measure)
+            c, t = ctx.reader.measure(kind, rc), ctx.reader.measure(kind, rt)
             if c is None or t is None:
                 return {"checkable": False, "kind": kind, "reason": f"{kind} cannot be measured on the branches"}
             controls.append(c)
@@ -150,16 +130,14 @@ class OnlineAB:
                 "ci": list(ci), "fell": bool(fell)}
 
     @staticmethod
-    def _validity(ctx: BacktestContext, pairs: list, s_measure: HarnessState, figures: dict[str, Any]) -> None:
+    def _validity(ctx: BacktestContext, pairs: list, figures: dict[str, Any]) -> None:
         """Invalid diagnoses the treatment branches show and the control branches do not."""
-        if ctx.diagnose is None:
+        if ctx.reader is None:
             return
         rc = tuple(r for _, _, c, _ in pairs for r in c)
         rt = tuple(r for _, _, _, t in pairs for r in t)
-        inv_c = {k for k, sev, _, _ in ctx.diagnose(Window(run_id=ctx.run_id, step=ctx.step, rollouts=rc), s_measure)
-                 if sev == "invalid"}
-        inv_t = {k for k, sev, _, _ in ctx.diagnose(Window(run_id=ctx.run_id, step=ctx.step, rollouts=rt), s_measure)
-                 if sev == "invalid"}
+        inv_c = {k for k, sev, _, _ in ctx.reader.findings(rc) if sev == "invalid"}
+        inv_t = {k for k, sev, _, _ in ctx.reader.findings(rt) if sev == "invalid"}
         figures.update(control_invalid=sorted(inv_c), treatment_invalid=sorted(inv_t),
                        treatment_new_invalid=sorted(inv_t - inv_c))
 
