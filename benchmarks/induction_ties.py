@@ -62,7 +62,7 @@ def audit_draw(by_step: dict[int, list[Any]], cutoff: int, rate: float, salt: in
 
 
 def on_population(predicate: dict[str, Any], rows: list[Any]) -> dict[str, Any]:
-    from evo_core.harness.specs import compile_predicate
+    from evo_core.api.specs import compile_predicate
 
     fires = compile_predicate(predicate)
     paid = [r for r in rows if r.reward > 0]
@@ -75,7 +75,7 @@ def on_population(predicate: dict[str, Any], rows: list[Any]) -> dict[str, Any]:
 
 
 def study(by_step: dict[int, list[Any]], cutoffs: list[int], draws: int, horizon: int, rate: float) -> list[dict[str, Any]]:
-    from evo_core.harness.induction import Settings, induce
+    from evo_plugins.proposers.induction import Settings, induce
 
     out = []
     for salt in range(draws):

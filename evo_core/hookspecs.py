@@ -21,7 +21,10 @@ import pluggy
 
 if TYPE_CHECKING:
     from evo_events import Event
-    from evo_core.api import Diagnostic, Domain, RolloutBatch, Sink, Task
+    # the api's own modules, not the package: ``evo_core.api`` re-exports ``hookimpl`` from here
+    from evo_core.api.domain import Domain, Task
+    from evo_core.api.evidence import Diagnostic
+    from evo_core.api.trainer import RolloutBatch, Sink
     from evo_core.state import HarnessState
 
 PROJECT = "evo"

@@ -3,7 +3,7 @@
 Plugins receive these typed values and return typed results; they never touch storage,
 the session or the engine. Everything here is plain data (attrs), a Protocol, or a pure
 function over them. Plugins and domains import ``evo_core.api`` (and its submodules
-``specs``, ``stats``, ``sandbox``, ``grading``) and ``evo_events``, nothing else of the core
+``specs``, ``stats``, ``features``, ``sandbox``, ``grading``) and ``evo_events``, nothing else of the core
 (``tests/core/test_layers.py``).
 """
 
@@ -39,6 +39,7 @@ from evo_core.api.harness import (
 from evo_core.api.interventions import EFFECTS, Intervention, RolloutView, apply_to_views, effects, replayable
 from evo_core.api.trainer import RolloutBatch, RolloutItem, Sink
 from evo_core.hookspecs import hookimpl
+from evo_core.trainer.protocols import SamplingParams
 from evo_core.signal_names import MODES as SIGNAL_MODES
 from evo_core.signal_names import rename as rename_signals
 
@@ -50,5 +51,5 @@ __all__ = [
     "GateDecision", "Proposal", "ProposalContext", "ProposalRejection", "Proposer", "fingerprint",
     "EFFECTS", "Intervention", "RolloutView", "apply_to_views", "effects", "replayable",
     "RolloutBatch", "RolloutItem", "Sink",
-    "hookimpl", "SIGNAL_MODES", "rename_signals",
+    "hookimpl", "SIGNAL_MODES", "rename_signals", "SamplingParams",
 ]

@@ -12,7 +12,7 @@ from statistics import fmean
 from typing import Any, Mapping
 
 from evo_core.api import Finding, Window
-from evo_core.hookspecs import hookimpl
+from evo_core.api import hookimpl
 
 __version__ = "0.1.0"
 

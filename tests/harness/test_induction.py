@@ -9,8 +9,8 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evo_core.harness.induction import Settings, _stable_halves, induce, split_sample
-from evo_core.harness.specs import evaluate_spec, matches, validate_spec
+from evo_plugins.proposers.induction import Settings, _stable_halves, induce, split_sample
+from evo_core.api.specs import evaluate_spec, matches, validate_spec
 from evo_core.testing import rollout
 from evo_plugins.proposers.contrast import induced_spec
 

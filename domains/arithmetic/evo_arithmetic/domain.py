@@ -19,8 +19,8 @@ from typing import Any, Mapping
 from evo_arithmetic import __version__, tasks
 from evo_arithmetic.flaws import FLAWS, numbers, strictly_correct
 from evo_core.api import Completion, Task, TaskSource, Verdict
-from evo_core.signal_names import MODES as SIGNAL_MODES
-from evo_core.signal_names import rename
+from evo_core.api import SIGNAL_MODES
+from evo_core.api import rename_signals as rename
 
 OPTIONS = ("flaw", "reward", "signal_names", "signal_seed")
 REWARDS = ("flaw", "oracle")

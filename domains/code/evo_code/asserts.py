@@ -15,7 +15,7 @@ as ``budget_exhausted`` (that run is trusted test code, bounded by ``driver_wall
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from evo_code.budget import GradingBudget
 from evo_code.candidate_calls import DRIVER_HARNESS, classify_call, run_calls
@@ -30,19 +30,24 @@ from evo_code.problem import (
     TIMEOUT,
     WRONG_ANSWER,
     CodeProblem,
+    TestOutcome,
 )
-from evo_core.sandbox.protocol import RunRequest
+from evo_core.api.sandbox import Limits, RunRequest, Sandbox
 
-if TYPE_CHECKING:
-    from evo_code.grader import CodeGrader, TestOutcome
+
+class _Grader(Protocol):
+    """What assert grading needs of ``evo_code.grader.CodeGrader`` (typed here, so that the
+    grader and this module do not import each other)."""
+
+    config: Any
+    sandbox: Sandbox
+    limits: Callable[[float], Limits]
 
 
 def grade_asserts(
-    grader: "CodeGrader", problem: CodeProblem, solution: str, tl: float, scope: str, compile_msg: Optional[str],
+    grader: _Grader, problem: CodeProblem, solution: str, tl: float, scope: str, compile_msg: Optional[str],
     budget: GradingBudget, rule: Optional[str],
-) -> list["TestOutcome"]:
-    from evo_code.grader import TestOutcome
-
+) -> list[TestOutcome]:
     suite = problem.asserts
     if suite is None or not problem.fn_name:
         raise ValueError(f"problem {problem.problem_id}: assert tests need an assert suite and an entry point")
@@ -114,9 +119,7 @@ def grade_asserts(
                 memo[n["key"]] = {"exc": oc, "msg": detail, "t": t}
 
 
-def _step_outcome(i: int, s: dict[str, Any]) -> "TestOutcome":
-    from evo_code.grader import TestOutcome
-
+def _step_outcome(i: int, s: dict[str, Any]) -> TestOutcome:
     oc = s["outcome"]
     if oc == "test_error":  # e.g. the test's arithmetic fails on what the candidate returned
         oc = WRONG_ANSWER

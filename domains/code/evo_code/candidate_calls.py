@@ -30,7 +30,7 @@ from evo_code.problem import (
     TIMEOUT,
     WRONG_ANSWER,
 )
-from evo_core.sandbox.protocol import ExecResult, Limits, RunRequest, Sandbox
+from evo_core.api.sandbox import ExecResult, Limits, RunRequest, Sandbox
 
 
 def _src(name: str) -> str:

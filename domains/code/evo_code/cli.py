@@ -10,8 +10,8 @@ import attrs
 import typer
 
 from evo_core.api import Completion
-from evo_core.cli.grade_cmds import grade_command, run_grader
-from evo_core.sandbox.pool import LocalSandbox
+from evo_core.api.grading import grade_command, run_grader
+from evo_core.api.sandbox import LocalSandbox
 
 from evo_code.domain import CodeDomain
 from evo_code.grader import CodeGrader, GradeConfig

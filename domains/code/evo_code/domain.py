@@ -26,8 +26,8 @@ from evo_code.grader import CodeGrader, GradeConfig
 from evo_code.loaders import load_problems
 from evo_code.problem import ASSERT, CALL, CodeProblem
 from evo_core.api import Completion, Task, TaskSource, Verdict
-from evo_core.signal_names import MODES as SIGNAL_MODES
-from evo_core.signal_names import rename
+from evo_core.api import SIGNAL_MODES
+from evo_core.api import rename_signals as rename
 
 # [task] options of a run config: GradeConfig's fields (budget_s, scoring, early_exit, ...),
 # the loader's split options, the training verifier's flaw and the signals' names.

@@ -56,10 +56,11 @@ from evo_code.problem import (
     WRONG_ANSWER,
     CodeProblem,
     TestCase,
+    TestOutcome,
 )
 from evo_code.signals import hardcode_signals
 from evo_core.api import Verdict
-from evo_core.sandbox.protocol import ExecResult, Limits, RunRequest, Sandbox
+from evo_core.api.sandbox import ExecResult, Limits, RunRequest, Sandbox
 
 log = structlog.get_logger("evo.code")
 
@@ -122,19 +123,6 @@ class GradeConfig:
         return None if self.early_exit == "never" else self.early_exit
 
 
-@attrs.frozen(kw_only=True)
-class TestOutcome:
-    index: int
-    outcome: str
-    runtime: float = 0.0
-    public: bool = False
-    detail: str = ""
-    ran: bool = True  # False: the test never ran (skipped, or the budget ran out first)
-
-    def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
 @attrs.frozen
 class _Limits:
     """(per-test seconds, where it came from, the reference's total run time or None)."""
@@ -162,7 +150,7 @@ class CodeGrader:
     def sandbox(self) -> Sandbox:
         with self._lock:
             if self._sandbox is None:
-                from evo_core.sandbox.pool import LocalSandbox
+                from evo_core.api.sandbox import LocalSandbox
 
                 self._sandbox = LocalSandbox()
             return self._sandbox

@@ -1,6 +1,6 @@
 """Entry point (group ``evo``): registers the code domain."""
 
-from evo_core.hookspecs import hookimpl
+from evo_core.api import hookimpl
 
 
 @hookimpl

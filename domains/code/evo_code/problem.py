@@ -93,3 +93,16 @@ class CodeProblem:
             a["solution_classes"] = tuple(a.get("solution_classes") or ())
             d["asserts"] = AssertSuite(**a)
         return cls(**d)
+
+
+@attrs.frozen(kw_only=True)
+class TestOutcome:
+    index: int
+    outcome: str
+    runtime: float = 0.0
+    public: bool = False
+    detail: str = ""
+    ran: bool = True  # False: the test never ran (skipped, or the budget ran out first)
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from evo_math._version import __version__
 
 __all__ = ["MathDomain", "grade_cli", "extract", "VerifierPool", "__version__"]
 

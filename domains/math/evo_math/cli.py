@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from evo_core.cli.grade_cmds import grade_command, run_grader, text_arg
+from evo_core.api.grading import grade_command, run_grader, text_arg
 
 
 def add_grade_command() -> None:

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Optional, Sequence
 import attrs
 
 from evo_core.api import Completion, Task, TaskSource, Verdict
-from evo_math import __version__
+from evo_math._version import __version__
 from evo_math.grading import Graded, check_mode, grade_many, to_verdict
 from evo_math.loading import DEFAULT_TEMPLATE, TaskFormatError, check_template, load_tasks, render_prompt
 from evo_math.pool import VerifierPool, shared_pool

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evo_core.hookspecs import hookimpl
+from evo_core.api import hookimpl
 
 
 @hookimpl

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from evo_core.cli.grade_cmds import grade_command, run_grader
+from evo_core.api.grading import grade_command, run_grader
 
 
 def add_grade_command() -> None:

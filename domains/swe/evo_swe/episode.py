@@ -85,7 +85,7 @@ def parse_tool_call(text: str) -> tuple[str, dict[str, Any]]:
 def as_chat_fn(policy: Any, *, max_new_tokens: int = 1024, temperature: float = 1.0) -> ChatFn:
     """Adapt a policy to ``messages -> (text, n_tokens)``."""
     if hasattr(policy, "sample") and hasattr(policy, "logprobs"):
-        from evo_core.trainer.protocols import SamplingParams
+        from evo_core.api import SamplingParams
 
         params = SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens)
 

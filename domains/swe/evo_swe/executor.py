@@ -28,7 +28,7 @@ import attrs
 
 from evo_swe._log import get_logger
 
-from evo_core.sandbox.protocol import ExecResult, Limits, RunRequest, Sandbox
+from evo_core.api.sandbox import ExecResult, Limits, RunRequest, Sandbox
 
 log = get_logger("evo_swe.executor")
 
@@ -247,7 +247,7 @@ def replace_tree(tree: Path, tar: bytes) -> list[str]:
 
 def default_sandbox() -> Sandbox:
     """The core's local sandbox backend."""
-    from evo_core import sandbox as sb  # imported lazily: backends start worker processes
+    from evo_core.api import sandbox as sb  # imported lazily: backends start worker processes
 
     try:
         return sb.get_sandbox()

@@ -4,7 +4,7 @@ names a domain's signal: flaw- and domain-specific diagnostics live with the pri
 
 from __future__ import annotations
 
-from evo_core.hookspecs import hookimpl
+from evo_core.api import hookimpl
 
 from .base import BaseDiagnostic, Measurement
 from .core import (

@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from typing import Any, Mapping, Optional
 
 from evo_core.api import Window
-from evo_core.harness.stats import slope
+from evo_core.api.stats import slope
 
 from .base import BaseDiagnostic, Measurement, halves, num, rate, train_rollouts
 

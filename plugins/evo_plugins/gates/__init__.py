@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from evo_core.api import Candidate, GateContext, GateDecision, strict_metric
-from evo_core.hookspecs import hookimpl
+from evo_core.api import hookimpl
 
 
 class ValidityGate:

@@ -4,7 +4,7 @@ nothing here implements a trainer hook."""
 
 from __future__ import annotations
 
-from evo_core.hookspecs import hookimpl
+from evo_core.api import hookimpl
 
 from . import library, predicate
 from .base import BaseIntervention, RolloutView

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from evo_core.harness.specs import matches, validate_predicate
+from evo_core.api.specs import matches, validate_predicate
 
 from .base import BaseIntervention
 

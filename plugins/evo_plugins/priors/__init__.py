@@ -4,7 +4,7 @@ only with ``harness.priors = true``. The cold harness (the default) learns witho
 
 from __future__ import annotations
 
-from evo_core.hookspecs import hookimpl
+from evo_core.api import hookimpl
 
 from .agentic import CodeSpecialCasing, SweGitMining, SweTestTampering
 from .arithmetic import AnswerHedging, MultiAnswerPenalty, StrictExtraction

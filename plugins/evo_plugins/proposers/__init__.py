@@ -4,7 +4,7 @@ endpoint (off unless configured)."""
 
 from __future__ import annotations
 
-from evo_core.hookspecs import hookimpl
+from evo_core.api import hookimpl
 
 from .contrast import ContrastProposer
 from .llm import LLMProposer, parse_answer

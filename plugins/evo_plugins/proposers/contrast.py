@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Sequence
 
 from evo_core.api import Proposal, ProposalContext, ProposalRejection, strict_metric
-from evo_core.harness.induction import Induced, Settings, induce
-from evo_core.harness.specs import matches
+from evo_plugins.proposers.induction import Induced, Settings, induce
+from evo_core.api.specs import matches
 
 PAY_FIELD = "reward"
 

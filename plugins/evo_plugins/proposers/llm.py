@@ -21,7 +21,7 @@ from typing import Any, Mapping, Optional
 import httpx
 
 from evo_core.api import Proposal, ProposalContext, ProposalRejection
-from evo_core.harness.specs import SpecError, validate_spec
+from evo_core.api.specs import SpecError, validate_spec
 
 RESPONSE_SCHEMA = {
     "type": "object",

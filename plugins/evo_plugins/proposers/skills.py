@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from evo_core.api import INTERVENTION_KINDS, Proposal, ProposalContext
-from evo_core.harness.specs import SpecError, evaluate_spec
+from evo_core.api.specs import SpecError, evaluate_spec
 
 RANK = {"info": 0, "warning": 1, "invalid": 2}
 

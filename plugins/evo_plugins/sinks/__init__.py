@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from evo_core.hookspecs import hookimpl
+from evo_core.api import hookimpl
 from evo_plugins.sinks.backends import SINK_TYPES, MlflowSink, TensorBoardSink, WandbSink
 from evo_plugins.sinks.base import MetricsSink, SinkUnavailable, mirror, sinks_table
 

@@ -23,8 +23,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import attrs
 
-from evo_core.harness.features import GROUP_RELATIVE
-from evo_core.harness.specs import compile_predicate
+from evo_core.api.features import GROUP_RELATIVE
+from evo_core.api.specs import compile_predicate
 
 MAX_CATEGORIES = 5
 MAX_THRESHOLDS = 12
