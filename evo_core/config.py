@@ -19,14 +19,7 @@ from typing import Any, Mapping, Optional, Union
 
 import attrs
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-
-class ConfigError(ValueError):
-    """The run config is invalid; the message names the offending key."""
+from evo_core.config_base import ConfigError, is_suite_definition, tomllib  # noqa: F401 (re-exported)
 
 
 # --- tables ---------------------------------------------------------------------------------
@@ -359,11 +352,6 @@ def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     except DistributedConfigError as exc:
         raise ConfigError(str(exc)) from None
     return attrs.evolve(cfg, harness=_validate_harness(harness))
-
-
-def is_suite_definition(data: Mapping[str, Any]) -> bool:
-    """A flaw-suite file (``[defaults]`` plus ``[flaws."domain/flaw"]`` tables) rather than a run config."""
-    return isinstance(data.get("flaws"), dict) and "run" not in data and "task" not in data
 
 
 def load_config(path: str, overrides: Optional[list[str]] = None, *, plugins: Any = None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from evo_core.config import ConfigError
+from evo_core.config_base import ConfigError
 
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from evo_core.config import ConfigError, is_suite_definition, tomllib
+from evo_core.config_base import ConfigError, is_suite_definition, tomllib
 
 _PACKAGE = Path(__file__).resolve().parent
 

@@ -71,9 +71,10 @@ def run_plan(names: Sequence[str], backtesters: Mapping[str, Any], prop: Proposa
 def _run_one(bt: Any, name: str, prop: Proposal, ctx: BacktestContext, port: HarnessPort,
              iso: Isolation) -> BacktestOutcome:
     mode = getattr(bt, "mode", "offline")
-    call = (lambda: port.online_backtest(bt, prop, ctx)) if mode == "online" else (lambda: bt.backtest(prop, ctx))
-    ok, res = iso.call(name, "backtest", call)
-    if not ok:
+    res = None
+    with iso.guard(name, "backtest") as g:
+        res = port.online_backtest(bt, prop, ctx) if mode == "online" else bt.backtest(prop, ctx)
+    if g.failed:
         return BacktestOutcome(backtester=name, mode=mode, passed=False, reasons=(f"backtester {name} raised; see PluginFailed",))
     if res is None:
         return BacktestOutcome(backtester=name, mode=mode, passed=None, reasons=(NO_SESSION,))

@@ -40,8 +40,10 @@ def run_gates(gates: Mapping[str, Any], configured: Mapping[str, Mapping[str, An
         if iso is None:
             d = gate.decide(cand, gctx, params)
         else:
-            ok, d = iso.call(name, "decide", lambda: gate.decide(cand, gctx, params))
-            if not ok or d is None:
+            d = None
+            with iso.guard(name, "decide") as g:
+                d = gate.decide(cand, gctx, params)
+            if g.failed or d is None:
                 d = GateDecision(gate=name, passed=False, veto=True, reasons=(f"gate {name} raised",))
         decisions.append(d)
     return decisions

@@ -109,8 +109,10 @@ class HarnessPass:
         cfg = self.config
         if not cfg.evolving or cfg.ablations.no_skill_reuse or not cfg.skills_from:
             return
-        ok, skills = self.iso.call("skills_from", "load", lambda: load_skill_sources(cfg.skills_from))
-        for sk in skills or () if ok else ():
+        skills = None
+        with self.iso.guard("skills_from", "load") as g:
+            skills = load_skill_sources(cfg.skills_from)
+        for sk in skills or () if not g.failed else ():
             if sk["skill_id"] in self.state.skills:
                 continue
             prov = dict(sk.get("provenance") or {})
@@ -242,8 +244,10 @@ class HarnessPass:
         v = self.gate(cand, in_force)
         checkpoint, digest = None, ""
         if v.accepted:
-            ok, snap = self.iso.call("trainer", "snapshot", lambda: self.port.snapshot(self.step, ev.policy_version))
-            if ok and snap is not None:
+            snap = None
+            with self.iso.guard("trainer", "snapshot") as g:
+                snap = self.port.snapshot(self.step, ev.policy_version)
+            if not g.failed and snap is not None:
                 checkpoint, digest = snap.checkpoint, snap.digest
         events = decision_events(self.run_id, self.step, state.harness_version, cand, v, self.versions,
                                  caused_by=(ev.event_id,) + tuple(d.event_id for d in in_force),

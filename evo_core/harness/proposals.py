@@ -36,8 +36,10 @@ def collect(config: HarnessConfig, proposers: Mapping[str, Any], pctx: ProposalC
         proposer = proposers.get(name)
         if proposer is None:
             continue  # reported once, on the run's first pass
-        ok, items = iso.call(name, "propose", lambda: proposer.propose(pctx, params))
-        for item in (items or ()) if ok else ():
+        items = None
+        with iso.guard(name, "propose") as g:
+            items = proposer.propose(pctx, params)
+        for item in (items or ()) if not g.failed else ():
             if isinstance(item, ProposalRejection):
                 rejections.append((name, item))
             elif isinstance(item, Proposal):

@@ -115,7 +115,7 @@ def run_episode_groups(engine: Any, domain: Any, tasks: Sequence[Any], params: S
                 comp, st = outcome_parts(res)
                 sample = episode_sample(agent.calls, encode, truncated=comp.truncated)
             except Exception as exc:  # like a raising verifier: the run stops with a PluginFailed, clearly
-                from evo_core.trainer.evaluation import VerifierFailed
+                from evo_core.trainer.protocols import VerifierFailed
 
                 raise VerifierFailed(f"domain {getattr(domain, 'name', '?')!r} run_episode failed on task "
                                      f"{getattr(task, 'task_id', '?')!r}: {type(exc).__name__}: {exc}") from exc

@@ -9,11 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from evo_core.api import Completion, Task, Verdict
-from evo_core.trainer.protocols import EvalResult, Sample, SamplingParams
-
-
-class VerifierFailed(RuntimeError):
-    """The domain's training verifier or oracle raised: the run cannot continue."""
+from evo_core.trainer.protocols import EvalResult, Sample, SamplingParams, VerifierFailed  # noqa: F401
 
 
 def grade(fn: Any, domain: Any, task: Task, comp: Completion) -> Verdict:

@@ -115,3 +115,7 @@ class TrainingSession(Protocol):
         ...
 
     def restore(self, snapshot: Any) -> None: ...
+
+
+class VerifierFailed(RuntimeError):
+    """The domain's training verifier or oracle raised: the run cannot continue."""

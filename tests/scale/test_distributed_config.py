@@ -131,10 +131,10 @@ def test_a_lost_rank_is_never_isolated_as_a_plugin_failure():
     emitted: list = []
     iso = Isolation("run", 3, emitted.append, ENGINE)
 
-    def snapshot():
-        raise RankLost("a rank of this launch is gone")
-
     with pytest.raises(RankLost):
-        iso.call("trainer", "snapshot", snapshot)
+        with iso.guard("trainer", "snapshot"):
+            raise RankLost("a rank of this launch is gone")
     assert emitted == []
-    assert iso.call("trainer", "snapshot", lambda: 1 / 0)[0] is False and len(emitted) == 1  # others are isolated
+    with iso.guard("trainer", "snapshot") as g:
+        1 / 0
+    assert g.failed and len(emitted) == 1  # others are isolated
