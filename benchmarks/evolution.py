@@ -66,8 +66,28 @@ def default_flaws(suite: dict[str, Any]) -> list[str]:
     return [f for f, spec in suite["flaws"].items() if not spec.get("probe")]
 
 
+def with_task_seed(url: str, task_seed: int) -> str:
+    """The same generated task set drawn with another seed: new train, validation and test items."""
+    if not url.startswith("generate://"):
+        raise SystemExit(f"--task-seed needs generated tasks (generate://...), not {url!r}")
+    base, _, query = url.partition("?")
+    parts = [p for p in query.split("&") if p and not p.startswith("seed=")]
+    return f"{base}?{'&'.join(parts + [f'seed={task_seed}'])}"
+
+
+def task_url(config: str, sets: list[str]) -> str:
+    """The task URL a cell trains on: the last ``task.train=`` override, else the config's."""
+    for s in reversed(sets):
+        key, _, value = s.partition("=")
+        if key.strip() == "task.train":
+            return value.strip().strip('"')
+    with open(config, "rb") as fh:
+        return tomllib.load(fh)["task"]["train"]
+
+
 def cells(suite: dict[str, Any], flaws: list[str], arms: list[str], seeds: list[int], *, mode: str,
-          audit_sweep: Optional[str], smoke: bool, per_seed_warm_starts: bool = False) -> list[dict[str, Any]]:
+          audit_sweep: Optional[str], smoke: bool, per_seed_warm_starts: bool = False,
+          task_seed: Optional[int] = None) -> list[dict[str, Any]]:
     out = []
     modes = ["cold", "warm"] if mode == "both" else [mode]
     for flaw in flaws:
@@ -95,6 +115,9 @@ def cells(suite: dict[str, Any], flaws: list[str], arms: list[str], seeds: list[
             c["sets"].append(f"harness.audit.rate={c['audit']}")
         if per_seed_warm_starts:  # each seed SFT-trains its own warm start (the 5-seed headline's protocol)
             c["sets"].append(f"sft.seed={c['seed']}")
+        if task_seed is not None:  # a fresh draw of every split; the warm starts retrain (their key hashes the targets)
+            c["sets"].append(f'task.train="{with_task_seed(task_url(c["config"], c["sets"]), task_seed)}"')
+            c["name"] += f"__task{task_seed}"
         c["warm_seed"] = warm_seed(c["sets"], c["seed"])
     return out
 
@@ -584,17 +607,6 @@ def figure_svg(result: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def update_readme(table: str, readme: Path = ROOT / "README.md") -> bool:
-    text = readme.read_text()
-    begin, end = "<!-- suite:begin -->", "<!-- suite:end -->"
-    if begin not in text or end not in text:
-        return False
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    readme.write_text(head + begin + "\n" + table + end + tail)
-    return True
-
-
 def check_splits(suite: dict[str, Any], flaws: list[str], smoke: bool) -> dict[str, Any]:
     """The three splits of every flaw's task source are disjoint (the smoke asserts this)."""
     from evo_core.config import load_config
@@ -624,6 +636,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="1 seed, 40 steps, every flaw and arm, small model (CI)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--task-seed", type=int, default=None,
+                    help="draw train/validation/test with this task seed (a test split development never saw)")
     ap.add_argument("--per-seed-warm-starts", action="store_true",
                     help="each seed trains its own SFT warm start (default: the suite's sft.seed, one per flaw)")
     ap.add_argument("--flaws", nargs="*", default=None, help="flaw names (default: every flaw of the suite but its probes)")
@@ -639,7 +653,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--out", default=None, help="also write the JSON here")
     ap.add_argument("--figure", default=None, help="write the SVG figure here")
     ap.add_argument("--markdown", default=None, help="write the markdown tables here")
-    ap.add_argument("--update-readme", action="store_true", help="rewrite the README's suite table")
     ap.add_argument("--suite-file", default=str(SUITE))
     ap.add_argument("--include", nargs="*", default=[], metavar="JSON",
                     help="also aggregate the runs of earlier reports (--out files) for cells the stores lack; "
@@ -663,7 +676,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     d.mkdir(parents=True, exist_ok=True)
     log = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
     all_cells = cells(suite, flaws, arms, seeds, mode=args.mode, audit_sweep=args.audit_sweep, smoke=args.smoke,
-                      per_seed_warm_starts=args.per_seed_warm_starts)
+                      per_seed_warm_starts=args.per_seed_warm_starts, task_seed=args.task_seed)
     steps = flaw_sft_steps(suite, flaws)
     warm_starts = len({(c["flaw"], c["warm_seed"]) for c in all_cells})
     t0 = time.perf_counter()
@@ -704,8 +717,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         Path(args.figure).write_text(figure_svg(result))
     if args.markdown:
         Path(args.markdown).write_text(table)
-    if args.update_readme and not update_readme(table):
-        print("README has no <!-- suite:begin --> / <!-- suite:end --> markers", file=sys.stderr)
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     else:

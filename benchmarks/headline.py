@@ -1,0 +1,70 @@
+"""The README's headline table, rendered from ONE suite report (one invocation, one commit).
+
+    python -m benchmarks.headline docs/suite/shared-warm-starts-3seeds.json
+
+Refuses a report whose runs carry more than one code version, or rows included from other
+reports (``--include``): such a table is assembled, not run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+ARMS = ("fixed", "fixed+early-stop", "reference", "evolving")
+
+
+def one_invocation(report: dict[str, Any]) -> str:
+    """The single code version behind every run of the report; raises if there is not exactly one."""
+    versions = {r.get("code_version") for r in report["runs"]}
+    if len(versions) != 1 or None in versions:
+        raise SystemExit(f"not one invocation on one commit: code versions {sorted(map(str, versions))}")
+    if any(r.get("source") for r in report["runs"]):
+        raise SystemExit("the report includes rows from other reports (--include): not one invocation")
+    return versions.pop()
+
+
+def _cell(fig: dict[str, Any]) -> str:
+    if not fig or fig.get("mean") is None:
+        return "–"
+    lo, hi = fig.get("ci") or (None, None)
+    return f"{fig['mean']:.3f}" if lo is None else f"{fig['mean']:.3f} ± {(hi - lo) / 2:.3f}"
+
+
+def _diff(comp: dict[str, Any]) -> str:
+    t = comp.get("test_main") or {}
+    if t.get("mean") is None:
+        return "–"
+    lo, hi = t["ci"]
+    mark = "" if lo > 0 or hi < 0 else " (CI holds 0)"
+    return f"{t['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]{mark}"
+
+
+def table(report: dict[str, Any]) -> str:
+    version = one_invocation(report)
+    hours = report.get("total_wall_s", 0) / 3600
+    lines = [f"Seeds {report['seeds']}, one invocation on {version} ({hours:.2f} h), mode {report['mode']}, "
+             f"audit rate {report['audit_rate']}. Test-split strict accuracy of the main line, mean ± 95% CI "
+             "half-width across seeds; differences paired by seed.", "",
+             "| flaw | fixed | early stop | reference | evolving | evolving − early stop | evolving − reference |",
+             "|---|---|---|---|---|---|---|"]
+    for flaw in report["flaws"]:
+        agg, comp = report["aggregate"][flaw], report["comparisons"][flaw]
+        cells = [_cell(agg.get(arm, {}).get("test_main")) for arm in ARMS]
+        lines.append(f"| {flaw} | " + " | ".join(cells) + f" | {_diff(comp['evolving - fixed+early-stop'])} | "
+                     f"{_diff(comp['evolving - reference'])} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("report", help="a JSON report of benchmarks.evolution --suite --json --out")
+    args = ap.parse_args(argv)
+    with open(args.report) as fh:
+        print(table(json.load(fh)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
