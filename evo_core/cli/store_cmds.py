@@ -49,11 +49,14 @@ def open_existing(url: Optional[str]):
     return open_store(url, read_only=True)
 
 
-def _check_run(store, run_id: str) -> None:
-    if store.stream_version(run_stream(run_id)) == 0:
-        have = store.runs()
-        hint = f"runs: {', '.join(have[:10])}{' …' if len(have) > 10 else ''}" if have else "the store holds no runs"
-        raise StoreError(f"no run {run_id!r} in {store.url} ({hint})")
+RUN_HELP = "Run id, a unique prefix of one, @last (the newest run) or PREFIX@last."
+
+
+def _check_run(store, run_id: str) -> str:
+    """The run ``run_id`` names (a full id, a unique prefix, @last, PREFIX@last)."""
+    from evo_core.store.runs import resolve_run
+
+    return resolve_run(store, run_id)
 
 
 def _iso(ts: float) -> str:
@@ -142,7 +145,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("log")
     def log_cmd(
-        run: str = typer.Argument(..., help="Run id."),
+        run: str = typer.Argument(..., help=RUN_HELP),
         type_: Optional[list[str]] = typer.Option(None, "--type", "-t", help="Only these event types (repeat or comma-separate)."),
         limit: Optional[int] = typer.Option(None, "--limit", "-n", help="At most this many events."),
         store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
@@ -153,7 +156,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             st = open_existing(store)
-            _check_run(st, run)
+            run = _check_run(st, run)
             types = _type_names(type_)
             n = 0
             table = None if as_json else Table(title=f"run {run}")
@@ -181,7 +184,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("checkout")
     def checkout_cmd(
-        run: str = typer.Argument(..., help="Run id."),
+        run: str = typer.Argument(..., help=RUN_HELP),
         at: str = typer.Option("head", "--at", help="Harness version H, pos:N, head, an ISO time, or a promotion event id."),
         store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print the state as JSON."),
@@ -192,7 +195,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             st = open_existing(store)
-            _check_run(st, run)
+            run = _check_run(st, run)
             state = checkout(st, run, at, use_snapshots=not no_snapshots)
         except StoreError as exc:
             raise _error(exc)
@@ -224,7 +227,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("diff")
     def diff_cmd(
-        run: str = typer.Argument(..., help="Run id."),
+        run: str = typer.Argument(..., help=RUN_HELP),
         h1: str = typer.Argument(..., help="From: harness version (or pos:N, time, event id)."),
         h2: str = typer.Argument(..., help="To: harness version (or pos:N, time, event id)."),
         store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
@@ -235,7 +238,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             st = open_existing(store)
-            _check_run(st, run)
+            run = _check_run(st, run)
             d = diff_states(checkout(st, run, h1), checkout(st, run, h2))
         except StoreError as exc:
             raise _error(exc)
@@ -270,7 +273,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("verify")
     def verify_cmd(
-        run: Optional[str] = typer.Argument(None, help="Only this run (default: every stream)."),
+        run: Optional[str] = typer.Argument(None, help="Only this run (default: every stream): " + RUN_HELP),
         store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
         expect: Optional[str] = typer.Option(None, "--expect", metavar="HEAD",
                                              help="The run's head as recorded elsewhere (VERSION:HASH or HASH, as "
@@ -288,7 +291,7 @@ def register(app: typer.Typer) -> None:
                 raise StoreError("--expect needs a RUN: evo verify RUN --expect HEAD")
             st = open_existing(store)
             if run is not None:
-                _check_run(st, run)
+                run = _check_run(st, run)
             rep = st.verify([run_stream(run)] if run else None, check_blobs=not no_blobs, expect=expected)
         except StoreError as exc:
             raise _error(exc)
