@@ -67,14 +67,17 @@ def audit_cmd(
     run: str = typer.Argument(..., help=RUN_HELP),
     promotion: Optional[str] = typer.Option(None, "--promotion", "-p", help="Audit only this promotion (or rejection) id or unique prefix."),
     as_json: bool = typer.Option(False, "--json", help="Print the chains as JSON."),
-    evidence: int = typer.Option(20, "--evidence", help="Evidence rollouts to show per chain."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Everything on each chain (default: one screen per promotion)."),
+    evidence: int = typer.Option(20, "--evidence", help="Evidence rollouts per chain (--verbose, --json; a screen shows at most 5)."),
     window: int = typer.Option(10, "--window", help="Steps before/after used to judge whether the prediction held."),
     store_url: Optional[str] = STORE_OPT,
 ) -> None:
-    """The evidence chain behind every promotion, with the hash chain verified."""
+    """The evidence chain behind every promotion, with the hash chain verified: one screen per
+    promotion (what, predicate, diagnosis, evidence, gates, whether the prediction held)."""
     from evo_core.audit.chain import audit_run
     from evo_core.audit.errors import AuditError
     from evo_core.audit.render import render_report
+    from evo_core.audit.screen import EVIDENCE, render_screens
     from evo_core.store import CorruptRecord
 
     store = _open(store_url)
@@ -87,8 +90,10 @@ def audit_cmd(
         raise fail(_first_break_line(store, run) or str(exc)) from None
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
-    else:
+    elif verbose:
         render_report(report, Console(highlight=False, soft_wrap=True))
+    else:
+        render_screens(report, Console(highlight=False, soft_wrap=True), evidence=min(EVIDENCE, evidence))
     bad = [c for c in report.chains if not c.verification.verified]
     if bad:
         raise fail(f"{len(bad)} of {len(report.chains)} chains cannot be vouched for; first: {bad[0].verification.problem}", code=1)
