@@ -8,6 +8,7 @@ listed once, above the screens. ``render.render_report`` is the full view (``--v
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from rich.console import Console
@@ -127,8 +128,9 @@ def screen(chain: AuditChain, i: int, n: int, *, evidence: int = EVIDENCE) -> li
           if d["harness_version_before"] != d["harness_version_after"] else "")
     head = f"── {d['decision']} {i}/{n} · step {d['step']}{hv} · #{d['version']} {d['id'][:12]} "
     lines = [head + "─" * max(0, WIDTH - len(head))]
-    if not v.verified:
-        lines.append(f"NOT VERIFIED, cannot be vouched for: {v.problem}")
+    if not v.verified:  # the problem in full (ids included), folded rather than cut
+        lines += textwrap.wrap(f"NOT VERIFIED, cannot be vouched for: {v.problem}", WIDTH,
+                               subsequent_indent="  ", break_long_words=True)[:4]
     if p is not None:
         lines.append(f"{d['decision']} {p['kind']}/{p['name']} {_params(p['params'])}".rstrip())
         pred = p["params"].get("predicate")
@@ -188,7 +190,7 @@ def header(report: AuditReport) -> list[str]:
         ok = [c for c in report.chains if c.verification.verified]
         lo = min(c.verification.first_version for c in report.chains)
         hi = max(c.verification.head_version for c in report.chains)
-        lines.append(f"hash chain verified for {len(ok)} of {len(report.chains)} chains (events #{lo}–#{hi})"
+        lines.append(f"hash chain NOT verified for {len(report.chains) - len(ok)} of {len(report.chains)} chains"
                      if len(ok) < len(report.chains) else f"hash chain verified (events #{lo}–#{hi})")
         lines += wrap_items("plugins that took part:", plugins_taking_part(report.chains))
     return [fit(x) for x in lines]
