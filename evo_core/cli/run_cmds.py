@@ -107,6 +107,9 @@ def register(app: typer.Typer) -> None:
                 raise fail(str(exc))
             except RankLost as exc:  # before the run loop (a start or a resume): nothing was sealed
                 raise fail(str(exc), code=1)
+            except KeyboardInterrupt as exc:  # the run was sealed as stopped; SIGTERM exits 128 + 15
+                code = getattr(exc, "exit_code", 130)
+                raise fail("terminated (SIGTERM)" if code == 143 else "interrupted", code=code)
             finally:
                 st.close()
         rows = [{"run_id": o.run_id, "status": o.status, "steps": o.steps, **o.summary} for o in outcomes]

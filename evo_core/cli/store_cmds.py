@@ -80,10 +80,22 @@ def _type_names(spec: Optional[list[str]]) -> Optional[set[str]]:
     return names
 
 
+def live_status(status: str, lease) -> str:
+    """A run the log calls ``running`` whose writer is gone (no lease, or a holder whose
+    process is gone or that stopped renewing) is ``interrupted``: `evo run --resume` continues it."""
+    from evo_core.store.lease import holder_gone
+
+    if status == "running" and (lease is None or holder_gone(lease) is not None):
+        return "interrupted"
+    return status
+
+
 def run_rows(store) -> list[dict[str, Any]]:
     from evo_core.checkout import fold_run
+    from evo_core.store.lease import all_leases
     from evo_events import RunStarted
 
+    leases = all_leases(store)
     rows = []
     for run_id in store.runs():
         stream = run_stream(run_id)
@@ -94,7 +106,7 @@ def run_rows(store) -> list[dict[str, Any]]:
         name = ((cfg.get("run") or {}).get("name") if isinstance(cfg, dict) else None) or ""
         rows.append({
             "run_id": run_id, "config": name, "config_hash": started.config_hash if started else None,
-            "mode": st.mode, "status": st.status, "harness_version": st.harness_version, "step": st.step,
+            "mode": st.mode, "status": live_status(st.status, leases.get(run_id)), "harness_version": st.harness_version, "step": st.step,
             "policy_version": st.policy_version, "events": st.position,
             "started_at": started.started_at if started else _iso(first.recorded_at if first else 0),
         })
