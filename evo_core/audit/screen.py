@@ -59,11 +59,33 @@ def _params(params: Mapping[str, Any], skip: Iterable[str] = ("predicate",)) -> 
                     for k, v in params.items() if k not in skip)
 
 
-def key_figures(figures: Mapping[str, Any], n: int = KEY_FIGURES) -> str:
-    """The first ``n`` scalar figures, ``name=value`` (nested tables are left to --verbose)."""
-    out = [f"{k}={num(v)}" for k, v in figures.items()
-           if isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, str) and len(v) <= 24]
-    return " ".join(out[:n])
+# Figures a reader looks for first, where a table has them (the rest follow in table order).
+_FIRST = ("mean_diff", "diff", "delta", "precision", "recall", "false_positive_rate", "gap_before", "gap_after",
+          "candidate_strict", "main_strict", "rate", "value", "threshold", "better", "k_steps")
+
+
+def key_figures(figures: Mapping[str, Any], room: int = WIDTH, n: int = KEY_FIGURES) -> str:
+    """Up to ``n`` numeric figures as ``name=value``, the best known first, as many as fit in
+    ``room`` characters (nested tables, lists and labels are left to --verbose)."""
+    nums = {k: v for k, v in figures.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    keys = [k for k in _FIRST if k in nums] + [k for k in nums if k not in _FIRST]
+    out: list[str] = []
+    for k in keys[:n]:
+        piece = f"{k}={num(nums[k])}"
+        if len(" ".join(out + [piece])) > room:
+            break
+        out.append(piece)
+    return " ".join(out)
+
+
+def folded(text: str, indent: str, max_lines: int = 2, first: str = "") -> list[str]:
+    """``first + text`` folded into at most ``max_lines`` lines of ``WIDTH`` (the last cut with …)."""
+    lines = textwrap.wrap(" ".join(str(text).split()), WIDTH, initial_indent=first or indent, subsequent_indent=indent,
+                          break_long_words=True) or [first.rstrip()]
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = fit(lines[-1] + " …" if len(lines[-1]) < WIDTH - 1 else lines[-1][:-1] + "…")
+    return lines
 
 
 def plugins_taking_part(chains: Sequence[AuditChain]) -> list[str]:
@@ -138,15 +160,17 @@ def screen(chain: AuditChain, i: int, n: int, *, evidence: int = EVIDENCE) -> li
             lines.append(f"  predicate  {describe_predicate(pred)}")
         elif p["targets"]:
             lines.append(f"  applies while {', '.join(p['targets'])} is diagnosed (no predicate)")
-        lines.append(f"  proposed by {p['proposer'] or p['emitted_by']} at step {p['step']}: {p['rationale'] or '–'}")
+        lines += folded(p["rationale"] or "–", "    ", 3, first=f"  proposed by {p['proposer'] or p['emitted_by']} "
+                                                                  f"at step {p['step']}: ")
+    elif d["subject"] == "policy":
+        lines.append(f"{d['decision']} policy v{d['subject_id']} to the main line")
     else:
         lines.append(f"{d['decision']} {d['subject']} {d['subject_id'][:40]}")
     for g in chain.diagnoses[:2]:
-        stats = key_figures(g["stats"])
-        lines.append(f"diagnosis {g['kind']} [{g['severity']}] at step {g['step']} by {g['diagnostic']}: "
-                     f"{stats} ({g['n_evidence']} rollouts)")
+        what = f"diagnosis {g['kind']} [{g['severity']}] at step {g['step']} by {g['diagnostic']}: "
+        lines.append(what + key_figures(g["stats"], WIDTH - len(what)))
         if g["message"]:
-            lines.append(f"  {g['message']}")
+            lines += folded(f"{g['message']} ({g['n_evidence']} rollouts cited)", "  ", 1)
     if len(chain.diagnoses) > 2:
         lines.append(f"  … {len(chain.diagnoses) - 2} more diagnoses (--verbose)")
     if not chain.diagnoses:
@@ -163,7 +187,9 @@ def screen(chain: AuditChain, i: int, n: int, *, evidence: int = EVIDENCE) -> li
     for b in chain.backtests[:3]:
         mark = {True: "passed", False: "failed", None: "no decision"}[b["passed"]]
         ci = f" CI [{num(b['ci'][0])}, {num(b['ci'][1])}]" if b["ci"] else ""
-        lines.append(f"  backtest {b['mode']} {mark}: n={b['n']}{ci} {key_figures(b['figures'])}".rstrip())
+        who = b["emitted_by"].rpartition(" ")[0] or b["mode"]
+        what = f"  backtest {who} ({b['mode']}) {mark}: n={b['n']}{ci} "
+        lines.append((what + key_figures(b["figures"], WIDTH - len(what))).rstrip())
     if len(chain.backtests) > 3:
         lines.append(f"  … {len(chain.backtests) - 3} more backtests (--verbose)")
     gates = (d["figures"].get("gates") or {}) if isinstance(d["figures"], dict) else {}
@@ -171,9 +197,15 @@ def screen(chain: AuditChain, i: int, n: int, *, evidence: int = EVIDENCE) -> li
         if not isinstance(g, dict):
             continue
         mark = "passed" if g.get("passed") else ("VETO" if g.get("veto") else "failed")
-        why = "; ".join(g.get("reasons") or [])
-        figs = key_figures(g.get("figures") or {})
-        lines.append(f"  gate {name} {mark}: {figs}{' — ' if figs and why else ''}{why}".rstrip(": "))
+        reasons = [str(r) for r in g.get("reasons") or []]
+        what = f"  gate {name} {mark}"
+        figs = key_figures(g.get("figures") or {}, WIDTH - len(what) - 2)
+        if len(reasons) == 1 and len(what) + len(figs) + len(reasons[0]) + 5 <= WIDTH:
+            lines.append(f"{what}: {reasons[0]}" + (f" ({figs})" if figs else ""))
+            continue
+        lines.append(f"{what}: {figs}" if figs else what)
+        for r in reasons[:3]:
+            lines += folded(r, "      ", 2, first="    ")
     if not gates:
         lines.append(f"  gate {d['gate']} {d['decision']}: {'; '.join(d['reasons']) or 'no reasons given'}")
     lines += prediction_lines(chain.outcome)

@@ -34,7 +34,7 @@ def test_screens_fit_and_hold_the_contents(syn):
         text = "\n".join(lines)
         p = chain.proposal
         assert f"{p['kind']}/{p['name']}" in text and chain.decision["id"][:12] in text
-        assert "diagnosis sim_exploit" in text and "backtest offline passed" in text and "gate statistical" in text
+        assert "diagnosis sim_exploit" in text and "(offline) passed" in text and "gate statistical" in text
         assert sum(1 for x in lines if x.startswith("  #")) == min(5, chain.evidence_total)
         assert text.count("prediction ") == 1
         assert "plugins" not in text  # listed once, above the screens
