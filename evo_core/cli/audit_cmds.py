@@ -53,16 +53,6 @@ def _bad(exc: Exception) -> "typer.Exit":
     return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
-def _first_break_line(store, run_id: str) -> Optional[str]:
-    from evo_core.audit.index import RunIndex
-
-    idx = RunIndex(store, run_id)
-    br = idx.verify_range(0)
-    if br is None:
-        return None
-    return f"run {run_id!r}: cannot vouch for its chains: hash chain broken at event #{br.version} ({br.event_id}): {br.reason}"
-
-
 def audit_cmd(
     run: str = typer.Argument(..., help=RUN_HELP),
     promotion: Optional[str] = typer.Option(None, "--promotion", "-p", help="Audit only this promotion (or rejection) id or unique prefix."),
@@ -87,7 +77,7 @@ def audit_cmd(
     except AuditError as exc:
         raise _bad(exc) from None
     except CorruptRecord as exc:  # a tampered payload that no longer decodes
-        raise fail(_first_break_line(store, run) or str(exc)) from None
+        raise fail(exc.user_line()) from None
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
     elif verbose:

@@ -32,7 +32,9 @@ def _error(exc: BaseException) -> typer.Exit:
 
     if _app._DEBUG:
         raise exc
-    return _fail(str(exc))
+    from evo_core.store import CorruptRecord
+
+    return _fail(exc.user_line() if isinstance(exc, CorruptRecord) else str(exc))
 
 
 def open_existing(url: Optional[str]):
