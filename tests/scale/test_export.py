@@ -141,7 +141,7 @@ def test_cli_errors_are_one_line(tiny_run, tmp_path):
     cases = [
         (["export", run_id, "--main", "--policy-version", "1", "-o", str(tmp_path / "a")], "not both"),
         (["export", run_id, "--policy-version", "99", "-o", str(tmp_path / "b")], "has no policy version 99"),
-        (["export", "no-such-run", "-o", str(tmp_path / "c")], "not found"),
+        (["export", "no-such-run", "-o", str(tmp_path / "c")], "no run 'no-such-run'"),
         (["export", run_id, "--adapter", "-o", str(tmp_path / "d")], "not a LoRA run"),
     ]
     (tmp_path / "full").mkdir()
