@@ -275,6 +275,22 @@ def _write(policy: Any, path: str, *, adapter: bool) -> bool:
     return merged
 
 
+def _ordinary_modes(root: str) -> None:
+    """The modes a plain ``open``/``mkdir`` would give under the user's umask (0644/0755
+    under the usual 022): mkdtemp creates 0700, and weight writers can leave 0600 files
+    (``model.safetensors``), which other users of a shared model directory cannot read."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(root, 0o777 & ~umask)
+    for base, dirs, files in os.walk(root):
+        for d in dirs:
+            os.chmod(os.path.join(base, d), 0o777 & ~umask)
+        for f in files:
+            p = os.path.join(base, f)
+            if not os.path.islink(p):
+                os.chmod(p, 0o666 & ~umask)
+
+
 def _prepare_output(out_dir: str, overwrite: bool) -> str:
     out = os.path.abspath(out_dir)
     if os.path.exists(out) and not os.path.isdir(out):
@@ -309,7 +325,7 @@ def export_policy(store: Any, run_id: str, out_dir: str, *, policy_version: Opti
                       "main": resolved.main, "adapter": adapter, "merged": merged, "exported_at": exported_at}
         with open(os.path.join(tmp, PROVENANCE_FILE), "w") as fh:
             json.dump(provenance, fh, indent=2, sort_keys=True)
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private
+        _ordinary_modes(tmp)  # mkdtemp makes the directory private, and writers may make files private
         if os.path.isdir(out):
             shutil.rmtree(out)
         os.replace(tmp, out)

@@ -42,6 +42,7 @@ from evo_core.plugins import PluginFailure, PluginManager
 from evo_core.run_setup import RunError, build_session
 from evo_core.state import HarnessState, apply, fold
 from evo_core.store import run_stream, seal_run_finished
+from evo_core.store.lease import LeaseHeld, RunLease
 from evo_core.trainer.ranks import RankLost
 from evo_core.trainer.evaluation import VerifierFailed
 from evo_core.trainer.port import SNAPSHOT_MEDIA, SessionPort
@@ -101,6 +102,7 @@ class RunLoop:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evo-blobs")
         self._pending: list[Any] = []
         self.harness: Optional[HarnessEngine] = None
+        self.lease: Optional[RunLease] = None  # this process's lease on the run (one writer per run)
 
     # -- appending --------------------------------------------------------------------------
     def _append(self, events: Sequence[Event], *, final: bool = False) -> None:
@@ -109,6 +111,8 @@ class RunLoop:
         if not events:
             return
         t0 = time.perf_counter()
+        if self.lease is not None:
+            self.lease.renew()  # the heartbeat; LeaseLost (another writer took over) stops the loop unsealed
         with _uninterrupted():  # the commit and the version the loop holds move together
             self.store.append(self.stream, list(events), expected_version=self.version)
             for ev in events:
@@ -180,14 +184,50 @@ class RunLoop:
                 raise RunError(f"cannot start: {exc}") from None
         self.ckpt.save(0, self.session.resume_state())
         self._begin()
-        self._append(first + evals)
+        self._take_lease()
+        try:
+            if self.store.stream_version(self.stream):
+                raise RunError(f"run {self.run_id!r} already exists in {self.store.url}; use --resume to continue it")
+            self._append(first + evals)
+        except BaseException:
+            self._drop_lease()
+            raise
         self.evidence.add_step(0, [], None, evals)  # type: ignore[arg-type]  (the starting checkpoint's evals)
         log.info("run started", run_id=self.run_id, arm=self.cfg.run.arm or self.mode,
                  config_hash=first[0].config_hash[:12], sft=self.sft_info or None)
 
     def resume(self, run_id: str) -> None:
+        """Continue ``run_id`` from its last committed step, holding its lease: a second
+        writer is refused before it reads or touches anything of the run."""
         self.run_id = run_id
         self.stream = run_stream(run_id)
+        if not self.store.stream_version(self.stream):
+            raise RunError(f"run {run_id!r} not found in {self.store.url}")
+        self._check_store_writable()
+        self._take_lease()
+        try:
+            self._resume(run_id)
+        except BaseException:
+            self._drop_lease()
+            raise
+
+    def _take_lease(self) -> None:
+        try:
+            self.lease = RunLease(self.store, self.run_id).acquire()
+        except LeaseHeld as exc:
+            raise RunError(str(exc)) from None
+        if self.lease.took_over:
+            log.warning("run lease taken over", run_id=self.run_id, previous_holder=self.lease.took_over)
+
+    def _drop_lease(self) -> None:
+        if self.lease is not None:
+            try:
+                self.lease.release()
+            except Exception as exc:  # the lease lapses on its own (pid gone / timeout)
+                log.warning("run lease not released", run_id=self.run_id, error=str(exc))
+            self.lease = None
+
+    def _resume(self, run_id: str) -> None:
         events = list(self.store.events(self.stream))
         if not events:
             raise RunError(f"run {run_id!r} not found in {self.store.url}")
@@ -350,6 +390,13 @@ class RunLoop:
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> RunOutcome:
+        """Train to ``run.steps`` and seal the run; the run's lease is dropped however this ends."""
+        try:
+            return self._run()
+        finally:
+            self._drop_lease()
+
+    def _run(self) -> RunOutcome:
         steps = self.cfg.run.steps
         status, message = "completed", ""
         if self.progress is not None:
@@ -499,7 +546,10 @@ class RunLoop:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, handled like Ctrl-C: the run is marked stopped and can be resumed."""
+    """SIGTERM, handled like Ctrl-C: the run is marked stopped and can be resumed. The CLI
+    exits with ``exit_code`` (128 + SIGTERM, what a shell reports for a process it killed)."""
+
+    exit_code = 143
 
 
 class _Shield:

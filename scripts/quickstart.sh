@@ -8,6 +8,6 @@ store=${EVO_STORE:-sqlite:///.evo/quickstart.sqlite}
 evo run configs/quickstart.toml --store "$store" "$@"
 evo runs --store "$store"
 evo verify --store "$store"
-# The evidence chain behind the evolving harness's promotions (every run: `evo audit RUN`).
-evolving=$(evo runs --store "$store" --json | .venv/bin/python -c 'import json,sys; print(max((r for r in json.load(sys.stdin) if r.get("mode") == "evolving"), key=lambda r: r["started_at"])["run_id"])')
-evo audit "$evolving" --store "$store"
+# The evidence chain behind the evolving harness's promotions (any run: `evo audit RUN`, where
+# RUN is an id, a unique prefix of one, @last, or PREFIX@last for the newest run so named).
+evo audit quickstart-evolving@last --store "$store"

@@ -67,6 +67,9 @@ class AuditChain:
     outcome: dict[str, Any]
     verification: Verification
     shown_versions: tuple[int, ...] = ()
+    # The plugins that took part in this decision, ``kind:name`` -> version (the gate records
+    # every installed plugin in ``plugin_versions``; this is the part that acted on the chain).
+    plugins: dict[str, str] = attrs.field(factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -235,7 +238,45 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
     if missing_evidence:
         log.warning("audit.evidence_missing", decision=dec.event_id, missing=missing_evidence)
     return AuditChain(index.run_id, decision, prop, diagnoses, evidence, len(evidence_idx), backtests, evals, skill,
-                      dict(sorted(versions.items())), outcome, verification, tuple(sorted(index.version(j) for j in shown)))
+                      dict(sorted(versions.items())), outcome, verification, tuple(sorted(index.version(j) for j in shown)),
+                      involved_plugins(dec, prop, diagnoses, backtests))
+
+
+_CORE_EMITTERS = ("evo_harness", "evo_core", "trainer", "evo_trainer")
+
+
+def involved_plugins(dec: Any, prop: Optional[dict[str, Any]], diagnoses: Sequence[dict[str, Any]],
+                     backtests: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """``kind:name`` -> version of the plugins that acted on this decision: its diagnostics,
+    proposer, intervention, backtesters and gates (the engine once), each named once."""
+    recorded = {str(k): str(v) for k, v in dec.plugin_versions.items()}
+
+    def version(kind: str, name: str, fallback: str = "?") -> str:
+        return recorded.get(f"{kind}:{name}") or recorded.get(name) or fallback
+
+    out: dict[str, str] = {}
+    if "harness_engine" in recorded:
+        out["engine:harness_engine"] = recorded["harness_engine"]
+    for d in diagnoses:
+        out[f"diagnostic:{d['diagnostic']}"] = d["diagnostic_version"] or version("diagnostic", d["diagnostic"])
+    if prop is not None:
+        if prop["proposer"]:
+            out[f"proposer:{prop['proposer']}"] = version("proposer", prop["proposer"],
+                                                          prop["emitted_by"].rsplit(" ", 1)[-1])
+        out[f"intervention:{prop['name']}"] = version("intervention", prop["name"])
+    for b in backtests:
+        name, _, ver = b["emitted_by"].rpartition(" ")
+        if name and name not in _CORE_EMITTERS:
+            out[f"backtester:{name}"] = version("backtester", name, ver)
+    for gate in (dec.figures.get("gates") or {}) if isinstance(dec.figures, dict) else {}:
+        info = dec.figures["gates"][gate]
+        out[f"gate:{gate}"] = str(info.get("version") or version("gate", gate)) if isinstance(info, dict) \
+            else version("gate", gate)
+    if not any(k.startswith("gate:") for k in out):
+        for gate in str(dec.gate).replace(",", "+").split("+"):
+            if gate.strip():
+                out[f"gate:{gate.strip()}"] = version("gate", gate.strip())
+    return out
 
 
 def _verify(index: RunIndex, shown: set[int], blob_problems: list[tuple[int, str]], n_blobs: int) -> Verification:

@@ -60,7 +60,7 @@ def _walk(index: RunIndex, start: int, step_lo: int, step_hi: int) -> Iterator[d
             rec = recs[i]
             if rec.type not in _STEPPED:
                 continue
-            data = json.loads(rec.payload)
+            data = rec.data()
             s = data.get("step")
             if not isinstance(s, int):
                 continue

@@ -103,7 +103,7 @@ class TailFormatter:
         return " ".join(parts)
 
     def feed(self, rec: StoredEvent) -> Iterator[str]:
-        d = json.loads(rec.payload)
+        d = rec.data()
         if rec.type == "evo.RolloutCompleted" and not self.per_rollout:
             if self._batch and d.get("step") != self._batch_step:
                 s = self._summary()
@@ -134,7 +134,7 @@ class JsonTailFormatter:
     def feed(self, rec: StoredEvent) -> Iterator[str]:
         yield json.dumps({"version": rec.version, "position": rec.position, "type": rec.type,
                           "schema_version": rec.schema_version, "event_id": rec.event_id, "hash": rec.hash,
-                          "data": json.loads(rec.payload)}, ensure_ascii=False)
+                          "data": rec.data()}, ensure_ascii=False)
 
     def flush(self) -> Optional[str]:
         return None

@@ -150,6 +150,11 @@ def main(argv: Optional[list[str]] = None) -> None:
     except Exception as exc:  # every error is one line unless --debug
         if _DEBUG:
             raise
+        from evo_core.store.records import CorruptRecord
+
+        if isinstance(exc, CorruptRecord):  # a damaged log: which event, and `evo verify`
+            fail(exc.user_line())
+            sys.exit(2)
         if isinstance(exc, _click_classes("UsageError")):
             exc.show()  # "Usage: evo run [OPTIONS] CONFIG" / "Try 'evo run --help' for help." / "Error: ..."
             sys.exit(2)

@@ -16,6 +16,9 @@ import typer
 from rich.console import Console
 
 from evo_core.cli.app import fail
+from evo_core.cli.runnames import run_arg, run_args
+
+RUN_HELP = "Run id, a unique prefix of one, @last (the newest run) or PREFIX@last."
 
 STORE_OPT = typer.Option(None, "--store", envvar="EVO_STORE", help="Store URL (default: sqlite:///.evo/evo.sqlite).")
 
@@ -50,48 +53,44 @@ def _bad(exc: Exception) -> "typer.Exit":
     return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
-def _first_break_line(store, run_id: str) -> Optional[str]:
-    from evo_core.audit.index import RunIndex
-
-    idx = RunIndex(store, run_id)
-    br = idx.verify_range(0)
-    if br is None:
-        return None
-    return f"run {run_id!r}: cannot vouch for its chains: hash chain broken at event #{br.version} ({br.event_id}): {br.reason}"
-
-
 def audit_cmd(
-    run: str = typer.Argument(..., help="Run id."),
+    run: str = typer.Argument(..., help=RUN_HELP),
     promotion: Optional[str] = typer.Option(None, "--promotion", "-p", help="Audit only this promotion (or rejection) id or unique prefix."),
     as_json: bool = typer.Option(False, "--json", help="Print the chains as JSON."),
-    evidence: int = typer.Option(20, "--evidence", help="Evidence rollouts to show per chain."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Everything on each chain (default: one screen per promotion)."),
+    evidence: int = typer.Option(20, "--evidence", help="Evidence rollouts per chain (--verbose, --json; a screen shows at most 5)."),
     window: int = typer.Option(10, "--window", help="Steps before/after used to judge whether the prediction held."),
     store_url: Optional[str] = STORE_OPT,
 ) -> None:
-    """The evidence chain behind every promotion, with the hash chain verified."""
+    """The evidence chain behind every promotion, with the hash chain verified: one screen per
+    promotion (what, predicate, diagnosis, evidence, gates, whether the prediction held)."""
     from evo_core.audit.chain import audit_run
     from evo_core.audit.errors import AuditError
     from evo_core.audit.render import render_report
+    from evo_core.audit.screen import EVIDENCE, render_screens
     from evo_core.store import CorruptRecord
 
     store = _open(store_url)
+    run = run_arg(store, run)
     try:
         report = audit_run(store, run, promotion, max_evidence=evidence, window=window)
     except AuditError as exc:
         raise _bad(exc) from None
     except CorruptRecord as exc:  # a tampered payload that no longer decodes
-        raise fail(_first_break_line(store, run) or str(exc)) from None
+        raise fail(exc.user_line()) from None
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
-    else:
+    elif verbose:
         render_report(report, Console(highlight=False, soft_wrap=True))
+    else:
+        render_screens(report, Console(highlight=False, soft_wrap=True), evidence=min(EVIDENCE, evidence))
     bad = [c for c in report.chains if not c.verification.verified]
     if bad:
         raise fail(f"{len(bad)} of {len(report.chains)} chains cannot be vouched for; first: {bad[0].verification.problem}", code=1)
 
 
 def replay_cmd(
-    run: str = typer.Argument(..., help="Run id (the run is only read)."),
+    run: str = typer.Argument(..., help=RUN_HELP + " The run is only read."),
     with_: List[str] = typer.Option([], "--with", help="SPEC: NAME, NAME@VERSION:k=v,…, gate:NAME, -NAME, or a .json/.toml/skill file. Repeatable. Without one: the run's own harness (does it reproduce the run?)."),
     find_bad: bool = typer.Option(False, "--find-bad", help="List promotions the strict oracle calls harmful that the later harness (plus SPEC) would have blocked."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
@@ -108,6 +107,7 @@ def replay_cmd(
     from evo_core.plugins import get_plugin_manager
 
     store = _open(store_url, read_only=no_write)
+    run = run_arg(store, run)
     err = Console(stderr=True)
     try:
         spec = parse_spec(with_)
@@ -128,7 +128,7 @@ def replay_cmd(
 
 
 def report_cmd(
-    runs: List[str] = typer.Argument(..., help="Run id; several run ids make a comparison (the first is the baseline)."),
+    runs: List[str] = typer.Argument(..., help="Run (id, unique prefix, @last, PREFIX@last); several runs make a comparison (the first is the baseline)."),
     out: Path = typer.Option(..., "-o", "--out", help="Directory to write index.html into."),
     benchmark: Optional[Path] = typer.Option(None, "--benchmark", help="An evolution benchmark JSON for the fixed-vs-evolving comparison."),
     points: int = typer.Option(400, "--points", help="Most points per curve (curves are downsampled)."),
@@ -139,6 +139,7 @@ def report_cmd(
     from evo_core.report import build_report
 
     store = _open(store_url)
+    runs = run_args(store, runs)
     try:
         path = build_report(store, runs, out, benchmark=benchmark, max_points=points)
     except AuditError as exc:
@@ -147,7 +148,7 @@ def report_cmd(
 
 
 def tail_cmd(
-    run: str = typer.Argument(..., help="Run id."),
+    run: str = typer.Argument(..., help=RUN_HELP),
     last: int = typer.Option(10, "-n", "--last", help="Show this many past events first."),
     follow: bool = typer.Option(True, "--follow/--no-follow", help="Keep following new events."),
     until_finished: bool = typer.Option(True, "--until-finished/--forever", help="Stop once the run logs RunFinished."),
@@ -163,6 +164,7 @@ def tail_cmd(
 
     deadline = time.monotonic() + wait  # one wait: for the store, then for the run's first event
     store = _open(store_url, wait=wait, poll=poll)
+    run = _tail_run(store, run, wait)
     try:
         tail(store, run, Console(highlight=False, soft_wrap=True), last=last, follow=follow, until_finished=until_finished,
              per_rollout=rollouts, wait=max(0.0, deadline - time.monotonic()), poll=poll, as_json=as_json)
@@ -170,6 +172,19 @@ def tail_cmd(
         raise _bad(exc) from None
     except KeyboardInterrupt:
         pass
+
+
+def _tail_run(store, text: str, wait: float) -> str:
+    """The run to follow; with ``--wait`` a full id not in the store yet is kept as it is
+    (the run is about to start), while a prefix or @last must name a run now."""
+    from evo_core.store.runs import LAST, RunNameError, resolve_run
+
+    try:
+        return resolve_run(store, text)
+    except RunNameError as exc:
+        if wait > 0 and text not in LAST and not text.endswith("@last") and not exc.candidates:
+            return text
+        raise fail(str(exc)) from None
 
 
 plugin_app = typer.Typer(help="Write plugins: scaffold a new plugin distribution.", no_args_is_help=True)

@@ -29,7 +29,9 @@ def register(app: typer.Typer) -> None:
         t.add_column("about", overflow="fold")
         for r in rows:
             t.add_row(r["name"], r["about"])
-        out.print(t)
+        from evo_core.cli.tables import print_table
+
+        print_table(t, out)  # boxed on a terminal, TSV in a pipe, like every table command
 
     @config_app.command("show")
     def show_cmd(name: str = typer.Argument(..., help="A shipped config's name, e.g. quickstart or recipes/math.")) -> None:

@@ -13,7 +13,7 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("export")
     def export_cmd(
-        run_id: str = typer.Argument(..., metavar="RUN", help="The run whose policy to export."),
+        run_id: str = typer.Argument(..., metavar="RUN", help="The run whose policy to export: id, unique prefix, @last or PREFIX@last."),
         output: str = typer.Option(..., "-o", "--output", help="Directory to write (transformers save_pretrained layout)."),
         policy_version: Optional[int] = typer.Option(None, "--policy-version", help="Export this policy version."),
         main: bool = typer.Option(False, "--main", help="Export the main line: the last version a policy gate promoted (the default)."),
@@ -36,8 +36,11 @@ def register(app: typer.Typer) -> None:
             raise fail("give --policy-version N or --main, not both")
         if policy_version is not None and policy_version < 0:
             raise fail(f"--policy-version must be >= 0, got {policy_version}")
+        from evo_core.cli.runnames import run_arg
+
         st = open_store(store)
         try:
+            run_id = run_arg(st, run_id)
             # stdout carries the result only: DeepSpeed (imported by transformers on save) logs to stdout
             with contextlib.redirect_stdout(sys.stderr):
                 res = export_policy(st, run_id, output, policy_version=policy_version, main=main, adapter=adapter,

@@ -83,7 +83,7 @@ def register(app: typer.Typer) -> None:
     def skills_export(
         file: str = typer.Argument(..., help="Where to write the skill file (JSON)."),
         store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
-        run: Optional[list[str]] = typer.Option(None, "--run", help="Only skills from these runs."),
+        run: Optional[list[str]] = typer.Option(None, "--run", help="Only skills from these runs (id, unique prefix, @last, PREFIX@last)."),
         include_retired: bool = typer.Option(False, "--retired/--no-retired", help="Also export retired skills."),
     ) -> None:
         """Write a store's skills to a plain JSON file."""
@@ -91,6 +91,10 @@ def register(app: typer.Typer) -> None:
 
         st = _open(store)
         try:
+            if run:
+                from evo_core.cli.runnames import run_args
+
+                run = run_args(st, run)
             skills = [s for s in skills_in_store(st, run or None) if include_retired or not s["retired"]]
         finally:
             st.close()

@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         config: str = typer.Argument(..., help="TOML run config file, or a shipped config by name (quickstart, recipes/math; evo config list)."),
         store: Optional[str] = typer.Option(None, "--store", help="Event store URL (default: $EVO_STORE or sqlite:///.evo/evo.sqlite)."),
         set_: List[str] = typer.Option([], "--set", help="Override a config key: --set rl.lr=3e-4 (repeatable)."),
-        resume: Optional[str] = typer.Option(None, "--resume", help="Continue this run from its last committed step."),
+        resume: Optional[str] = typer.Option(None, "--resume", help="Continue this run (id, unique prefix, @last, PREFIX@last) from its last committed step."),
         harness: Optional[str] = typer.Option(None, "--harness", help="Run only this harness arm (fixed, fixed+early-stop, reference, evolving, evolving/...)."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar (log lines instead)."),
         log_every: Optional[int] = typer.Option(None, "--log-every", min=1,
@@ -97,6 +97,9 @@ def register(app: typer.Typer) -> None:
                 raise fail(str(exc))
             try:
                 if resume:
+                    from evo_core.store.runs import resolve_run
+
+                    resume = resolve_run(st, resume)
                     outcomes = [resume_run(cfg, st, resume, progress=progress, harness=harness, session_factory=factory)]
                 else:
                     outcomes = run_all(cfg, st, harness=harness, progress=progress, session_factory=factory)
@@ -104,6 +107,9 @@ def register(app: typer.Typer) -> None:
                 raise fail(str(exc))
             except RankLost as exc:  # before the run loop (a start or a resume): nothing was sealed
                 raise fail(str(exc), code=1)
+            except KeyboardInterrupt as exc:  # the run was sealed as stopped; SIGTERM exits 128 + 15
+                code = getattr(exc, "exit_code", 130)
+                raise fail("terminated (SIGTERM)" if code == 143 else "interrupted", code=code)
             finally:
                 st.close()
         rows = [{"run_id": o.run_id, "status": o.status, "steps": o.steps, **o.summary} for o in outcomes]

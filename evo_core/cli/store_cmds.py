@@ -32,7 +32,9 @@ def _error(exc: BaseException) -> typer.Exit:
 
     if _app._DEBUG:
         raise exc
-    return _fail(str(exc))
+    from evo_core.store import CorruptRecord
+
+    return _fail(exc.user_line() if isinstance(exc, CorruptRecord) else str(exc))
 
 
 def open_existing(url: Optional[str]):
@@ -49,11 +51,14 @@ def open_existing(url: Optional[str]):
     return open_store(url, read_only=True)
 
 
-def _check_run(store, run_id: str) -> None:
-    if store.stream_version(run_stream(run_id)) == 0:
-        have = store.runs()
-        hint = f"runs: {', '.join(have[:10])}{' …' if len(have) > 10 else ''}" if have else "the store holds no runs"
-        raise StoreError(f"no run {run_id!r} in {store.url} ({hint})")
+RUN_HELP = "Run id, a unique prefix of one, @last (the newest run) or PREFIX@last."
+
+
+def _check_run(store, run_id: str) -> str:
+    """The run ``run_id`` names (a full id, a unique prefix, @last, PREFIX@last)."""
+    from evo_core.store.runs import resolve_run
+
+    return resolve_run(store, run_id)
 
 
 def _iso(ts: float) -> str:
@@ -77,10 +82,22 @@ def _type_names(spec: Optional[list[str]]) -> Optional[set[str]]:
     return names
 
 
+def live_status(status: str, lease) -> str:
+    """A run the log calls ``running`` whose writer is gone (no lease, or a holder whose
+    process is gone or that stopped renewing) is ``interrupted``: `evo run --resume` continues it."""
+    from evo_core.store.lease import holder_gone
+
+    if status == "running" and (lease is None or holder_gone(lease) is not None):
+        return "interrupted"
+    return status
+
+
 def run_rows(store) -> list[dict[str, Any]]:
     from evo_core.checkout import fold_run
+    from evo_core.store.lease import all_leases
     from evo_events import RunStarted
 
+    leases = all_leases(store)
     rows = []
     for run_id in store.runs():
         stream = run_stream(run_id)
@@ -91,7 +108,7 @@ def run_rows(store) -> list[dict[str, Any]]:
         name = ((cfg.get("run") or {}).get("name") if isinstance(cfg, dict) else None) or ""
         rows.append({
             "run_id": run_id, "config": name, "config_hash": started.config_hash if started else None,
-            "mode": st.mode, "status": st.status, "harness_version": st.harness_version, "step": st.step,
+            "mode": st.mode, "status": live_status(st.status, leases.get(run_id)), "harness_version": st.harness_version, "step": st.step,
             "policy_version": st.policy_version, "events": st.position,
             "started_at": started.started_at if started else _iso(first.recorded_at if first else 0),
         })
@@ -142,7 +159,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("log")
     def log_cmd(
-        run: str = typer.Argument(..., help="Run id."),
+        run: str = typer.Argument(..., help=RUN_HELP),
         type_: Optional[list[str]] = typer.Option(None, "--type", "-t", help="Only these event types (repeat or comma-separate)."),
         limit: Optional[int] = typer.Option(None, "--limit", "-n", help="At most this many events."),
         store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
@@ -153,7 +170,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             st = open_existing(store)
-            _check_run(st, run)
+            run = _check_run(st, run)
             types = _type_names(type_)
             n = 0
             table = None if as_json else Table(title=f"run {run}")
@@ -181,7 +198,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("checkout")
     def checkout_cmd(
-        run: str = typer.Argument(..., help="Run id."),
+        run: str = typer.Argument(..., help=RUN_HELP),
         at: str = typer.Option("head", "--at", help="Harness version H, pos:N, head, an ISO time, or a promotion event id."),
         store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print the state as JSON."),
@@ -192,7 +209,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             st = open_existing(store)
-            _check_run(st, run)
+            run = _check_run(st, run)
             state = checkout(st, run, at, use_snapshots=not no_snapshots)
         except StoreError as exc:
             raise _error(exc)
@@ -224,7 +241,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("diff")
     def diff_cmd(
-        run: str = typer.Argument(..., help="Run id."),
+        run: str = typer.Argument(..., help=RUN_HELP),
         h1: str = typer.Argument(..., help="From: harness version (or pos:N, time, event id)."),
         h2: str = typer.Argument(..., help="To: harness version (or pos:N, time, event id)."),
         store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
@@ -235,7 +252,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             st = open_existing(store)
-            _check_run(st, run)
+            run = _check_run(st, run)
             d = diff_states(checkout(st, run, h1), checkout(st, run, h2))
         except StoreError as exc:
             raise _error(exc)
@@ -270,7 +287,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("verify")
     def verify_cmd(
-        run: Optional[str] = typer.Argument(None, help="Only this run (default: every stream)."),
+        run: Optional[str] = typer.Argument(None, help="Only this run (default: every stream): " + RUN_HELP),
         store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
         expect: Optional[str] = typer.Option(None, "--expect", metavar="HEAD",
                                              help="The run's head as recorded elsewhere (VERSION:HASH or HASH, as "
@@ -288,7 +305,7 @@ def register(app: typer.Typer) -> None:
                 raise StoreError("--expect needs a RUN: evo verify RUN --expect HEAD")
             st = open_existing(store)
             if run is not None:
-                _check_run(st, run)
+                run = _check_run(st, run)
             rep = st.verify([run_stream(run)] if run else None, check_blobs=not no_blobs, expect=expected)
         except StoreError as exc:
             raise _error(exc)

@@ -86,7 +86,6 @@ def collect(store: Any, run_id: str, *, progress: Optional[Callable[[int], None]
     backtests: dict[str, list[dict[str, Any]]] = defaultdict(list)
     diag_by_id: dict[str, dict[str, Any]] = {}
     steps = data.steps
-    loads = json.loads
     n = 0
     step = 0  # the step of the last event that names one (SkillRegistered does not)
     for rec in store.read_stream(stream):
@@ -95,7 +94,7 @@ def collect(store: Any, run_id: str, *, progress: Optional[Callable[[int], None]
             progress(n)
         t = rec.type
         if t == "evo.RolloutCompleted":
-            d = loads(rec.payload)
+            d = rec.data()
             a = steps[d["step"]]
             a.n += 1
             r = d.get("reward")
@@ -118,7 +117,7 @@ def collect(store: Any, run_id: str, *, progress: Optional[Callable[[int], None]
             continue
         if t == "evo.PolicyUpdated":
             continue
-        d = loads(rec.payload)
+        d = rec.data()
         if isinstance(d.get("step"), int):
             step = d["step"]
         if t == "evo.StepCompleted":

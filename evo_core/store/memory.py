@@ -19,6 +19,7 @@ class MemoryBackend:
         self._lock = threading.Lock()
         self._all: list[StoredEvent] = []
         self._streams: dict[str, list[StoredEvent]] = {}
+        self._leases: dict[str, dict[str, Any]] = {}
 
     def append(self, stream: str, expected_version: int, prev_hash: str, events: Sequence[Any]) -> AppendResult:
         ts = b"%.6f" % time.time()
@@ -63,6 +64,29 @@ class MemoryBackend:
 
     def check_writable(self) -> None:
         pass
+
+    # run leases (evo_core.store.lease)
+    def lease_read(self, run_id: str) -> Optional[dict[str, Any]]:
+        with self._lock:
+            row = self._leases.get(run_id)
+            return dict(row) if row is not None else None
+
+    def lease_write(self, row: dict[str, Any], expect_holder: Optional[str]) -> bool:
+        with self._lock:
+            cur = self._leases.get(row["run_id"])
+            if (cur is None) != (expect_holder is None) or (cur is not None and cur["holder"] != expect_holder):
+                return False
+            self._leases[row["run_id"]] = dict(row)
+            return True
+
+    def lease_drop(self, run_id: str, holder: str) -> None:
+        with self._lock:
+            if (self._leases.get(run_id) or {}).get("holder") == holder:
+                del self._leases[run_id]
+
+    def lease_rows(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(r) for r in self._leases.values()]
 
     def close(self) -> None:
         pass

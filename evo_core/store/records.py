@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import json
+from typing import Any, Optional
 
 import attrs
 
@@ -39,6 +40,12 @@ class CorruptRecord(StoreError):
                  event_id: Optional[str] = None) -> None:
         self.stream, self.version, self.event_id = stream, version, event_id
         super().__init__(message)
+
+    def user_line(self) -> str:
+        """One line for a reading command: which event cannot be decoded, and what to run next."""
+        run = self.stream[4:] if self.stream and self.stream.startswith("run-") else None
+        verify = f"evo verify {run}" if run else "evo verify"
+        return f"the event log is damaged: {self}; nothing was changed; `{verify}` checks the whole log"
 
 
 class BrokenStream(StoreError):
@@ -82,8 +89,23 @@ class StoredEvent:
             raise
         except Exception as exc:
             raise CorruptRecord(
-                f"stream {self.stream!r} event #{self.version} (position {self.position}): {exc}"
+                f"stream {self.stream!r} event #{self.version} (position {self.position}): {exc}",
+                stream=self.stream, version=self.version, event_id=self.event_id,
             ) from exc
+
+    def data(self) -> dict[str, Any]:
+        """The payload as stored (a JSON object, not upcast), for readers that skip decoding;
+        ``CorruptRecord`` naming this event when it does not parse."""
+        try:
+            data = json.loads(self.payload)
+        except (ValueError, UnicodeDecodeError) as exc:
+            reason: str = f"stored payload is not valid JSON ({exc})"
+        else:
+            if isinstance(data, dict):
+                return data
+            reason = "stored payload is not a JSON object"
+        raise CorruptRecord(f"stream {self.stream!r} event #{self.version} (position {self.position}): "
+                            f"{self.type}: {reason}", stream=self.stream, version=self.version, event_id=self.event_id)
 
 
 @attrs.frozen

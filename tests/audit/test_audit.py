@@ -134,7 +134,7 @@ def test_cli_audit_json_and_tampered_sqlite(sqlite_run):
     for key in ("proposal", "diagnoses", "evidence", "backtests", "plugin_versions", "outcome", "verification"):
         assert chain[key], key
     assert chain["evidence"][0]["blob"]["link"].startswith("file://")
-    text = evo("audit", run_id, "--store", url, "-p", chain["decision"]["id"][:10])
+    text = evo("audit", run_id, "--store", url, "-p", chain["decision"]["id"][:10], "--verbose")
     assert text.returncode == 0 and "hash chain verified" in text.stdout and "rationale:" in text.stdout
     victim = chain["evidence"][0]
     _sqlite_edit(Path(url[len("sqlite:///"):]), victim["version"], b'"task_id":"t', b'"task_id":"T')
@@ -158,7 +158,7 @@ def test_corrupted_blob_is_one_clear_line(sqlite_run):
 
 def test_bad_input_one_line(sqlite_run):
     url, run_id = sqlite_run
-    for args, needle in ((("audit", "nope"), "unknown run 'nope'"),
+    for args, needle in ((("audit", "nope"), "no run 'nope'"),
                          (("audit", run_id, "-p", "deadbeefdead"), "no promotion or rejection 'deadbeefdead'")):
         r = evo(*args, "--store", url)
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr

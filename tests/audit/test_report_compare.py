@@ -281,7 +281,7 @@ def test_cli_compares_runs(sqlite_pair, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "wrote" in r.stdout and "<h1>Comparing 2 runs</h1>" in (tmp_path / "rep" / "index.html").read_text()
     r = evo("report", a, "nope", "-o", str(tmp_path / "bad"), "--store", url)
-    assert r.returncode != 0 and "unknown run" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 2 and "no run 'nope'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.browser

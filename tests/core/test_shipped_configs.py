@@ -81,6 +81,10 @@ def test_evo_config_list_and_show():
     about = {x["name"]: x["about"] for x in rows}
     assert about["baselines/fixed"] == 'Arm "fixed": the static recipe.'
     assert about["quickstart"].startswith("The CPU quickstart:")
+    r = evo("config", "list")  # piped: a plain table like every table command, no box
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines[0] == "name\tabout" and len(lines) == len(rows) + 1
+    assert f"quickstart\t{about['quickstart']}" in lines and not any(c in r.stdout for c in "┃│━─")
     r = evo("config", "show", "quickstart")
     assert r.returncode == 0 and r.stdout == (ROOT / "configs" / "quickstart.toml").read_text()  # byte for byte
     r = evo("config", "show", "recipes/nope")

@@ -107,6 +107,15 @@ def test_export_a_version_gives_that_versions_weights(tiny_run, tmp_path):
         st.close()
     assert res.resolved.digest == ups[1].digest and not res.resolved.main
     assert HFPolicy.from_pretrained(str(tmp_path / "v1")).digest() == ups[1].digest  # the weights, bit for bit
+    # the modes a plain open()/mkdir() gives (0644/0755 under umask 022), never a writer's private 0600
+    import stat
+
+    umask = os.umask(0)
+    os.umask(umask)
+    out = tmp_path / "v1"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()}
+    assert "model.safetensors" in modes and set(modes.values()) == {0o666 & ~umask}, modes
 
 
 def test_evo_serve_serves_the_exported_directory(tiny_run, tmp_path):
@@ -132,7 +141,7 @@ def test_cli_errors_are_one_line(tiny_run, tmp_path):
     cases = [
         (["export", run_id, "--main", "--policy-version", "1", "-o", str(tmp_path / "a")], "not both"),
         (["export", run_id, "--policy-version", "99", "-o", str(tmp_path / "b")], "has no policy version 99"),
-        (["export", "no-such-run", "-o", str(tmp_path / "c")], "not found"),
+        (["export", "no-such-run", "-o", str(tmp_path / "c")], "no run 'no-such-run'"),
         (["export", run_id, "--adapter", "-o", str(tmp_path / "d")], "not a LoRA run"),
     ]
     (tmp_path / "full").mkdir()

@@ -343,6 +343,7 @@ def test_sigterm_stops_the_run_and_says_how_to_resume(tmp_path):
     st.close()
     assert isinstance(events[-1], RunFinished) and events[-1].status == "stopped" and "SIGTERM" in events[-1].message
     assert "--resume" in err
+    assert proc.returncode == 143, err[-2000:]  # 128 + SIGTERM, as a shell reports a terminated process
 
 
 # --- every event boundary of an evolving step: kill, resume, same decisions -------------------

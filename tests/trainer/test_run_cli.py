@@ -53,7 +53,7 @@ def test_evo_run_makes_one_run_per_harness(cfg_file, capsys, monkeypatch):
     (["--set", "rl.lrr=1"], "unknown config key 'rl.lrr'"),
     (["--set", "run.steps=many"], "'run.steps' must be an integer"),
     (["--harness", "lazy"], "--harness must be one of fixed, fixed+early-stop, reference"),
-    (["--resume", "ghost"], "run 'ghost' not found"),
+    (["--resume", "ghost"], "no run 'ghost'"),
 ])
 def test_evo_run_errors_are_one_line(cfg_file, capsys, monkeypatch, args, needle):
     monkeypatch.setenv("EVO_NO_PLUGIN_COMMANDS", "1")

@@ -52,6 +52,18 @@ class EvoRecorder(Protocol):
         """A rolled-back write; raises the database's error when it cannot write."""
         ...
 
+    def lease_select(self, run_id: Optional[str]) -> list[dict[str, Any]]:
+        """Lease rows (``LEASE_COLUMNS``): the run's, or every run's with None; [] when the
+        store has no lease table (one written before leases, opened read-only)."""
+        ...
+
+    def lease_write(self, row: dict[str, Any], expect_holder: Optional[str]) -> bool:
+        """Insert ``row`` if the run has no lease (``expect_holder`` None), else replace the
+        row held by ``expect_holder``; in one transaction. True when a row was written."""
+        ...
+
+    def lease_drop(self, run_id: str, holder: str) -> None: ...
+
     def max_notification_id(self) -> Optional[int]: ...
 
     def select_notifications(self, start: Optional[int], limit: int, *, inclusive_of_start: bool = True) -> Sequence[Any]: ...
@@ -172,6 +184,26 @@ class EsBackend:
 
     def max_position(self) -> int:
         return self.rec.max_notification_id() or 0
+
+    # run leases (evo_core.store.lease): one row per run in ``<table>_leases``
+    def lease_read(self, run_id: str) -> Optional[dict[str, Any]]:
+        rows = [r for r in self.rec.lease_select(run_id)]
+        return rows[0] if rows else None
+
+    def lease_write(self, row: dict[str, Any], expect_holder: Optional[str]) -> bool:
+        if self.read_only:
+            raise StoreError(f"{self.url}: the store was opened read-only")
+        try:
+            return self.rec.lease_write(row, expect_holder)
+        except EsPersistenceError as exc:
+            raise StoreError(f"{self.url}: cannot write the lease of run {row['run_id']!r}: {first_line(exc)}") from exc
+
+    def lease_drop(self, run_id: str, holder: str) -> None:
+        if not self.read_only:
+            self.rec.lease_drop(run_id, holder)
+
+    def lease_rows(self) -> list[dict[str, Any]]:
+        return list(self.rec.lease_select(None))
 
     def close(self) -> None:
         try:

@@ -18,3 +18,6 @@ def stream_uuid(stream: str) -> uuid.UUID:
 
 def snapshot_uuid(stream: str, fingerprint: str) -> uuid.UUID:
     return uuid.uuid5(STREAM_NS, f"snapshot\x1f{stream}\x1f{fingerprint}")
+
+# The lease table's columns (evo_core.store.lease.LeaseInfo), in order.
+LEASE_COLUMNS = ("run_id", "holder", "host", "pid", "pid_started", "acquired_at", "renewed_at")

@@ -15,7 +15,7 @@ from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicatio
 
 from evo_core.store.blobs import BlobError, BlobStore
 from evo_core.store.es.backend import EsBackend, check_recorded_head
-from evo_core.store.es.names import BULK_TYPE, DEFAULT_TABLE
+from evo_core.store.es.names import BULK_TYPE, DEFAULT_TABLE, LEASE_COLUMNS
 from evo_core.store.es.snapshots import EsSnapshots
 from evo_core.store.records import NoEventLog, StoreUnavailable, first_line
 from evo_core.store.snapshots import MemorySnapshots
@@ -33,7 +33,9 @@ class PostgresEvoRecorder(PostgresApplicationRecorder):
         self._events = SQL("{}.{}").format(s, Identifier(table))
         self._streams = SQL("{}.{}").format(s, Identifier(f"{table}_streams"))
         self._heads = SQL("{}.{}").format(s, Identifier(f"{table}_heads"))
+        self._leases = SQL("{}.{}").format(s, Identifier(f"{table}_leases"))
         self.has_heads = True  # False for a store read before any writer created the heads table
+        self.has_leases = True  # likewise for the leases table
         self.sql_create_statements += [
             SQL("CREATE TABLE IF NOT EXISTS {} (originator_id uuid PRIMARY KEY, name text NOT NULL UNIQUE)"
                 ).format(self._streams),
@@ -41,6 +43,9 @@ class PostgresEvoRecorder(PostgresApplicationRecorder):
                 ).format(i=Identifier(f"{table}_control"), t=self._events, b=BULK_TYPE),
             SQL("CREATE TABLE IF NOT EXISTS {} (originator_id uuid PRIMARY KEY, version bigint NOT NULL, "
                 "hash text NOT NULL)").format(self._heads),
+            SQL("CREATE TABLE IF NOT EXISTS {} (run_id text PRIMARY KEY, holder text NOT NULL, host text NOT NULL, "
+                "pid bigint NOT NULL, pid_started double precision NOT NULL, acquired_at double precision NOT NULL, "
+                "renewed_at double precision NOT NULL)").format(self._leases),
         ]
 
     def oid_param(self, oid: uuid.UUID) -> uuid.UUID:
@@ -108,6 +113,34 @@ class PostgresEvoRecorder(PostgresApplicationRecorder):
             curs.execute(SQL("SELECT s.name, h.version, h.hash FROM {h} h JOIN {s} s USING (originator_id)").format(
                 h=self._heads, s=self._streams))
             return {r["name"]: (r["version"], r["hash"]) for r in curs.fetchall()}
+
+    def lease_select(self, run_id: Optional[str]) -> list[dict[str, Any]]:
+        if not self.has_leases:
+            return []
+        cols = SQL(", ").join(Identifier(c) for c in LEASE_COLUMNS)
+        sql = SQL("SELECT {} FROM {}").format(cols, self._leases)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            if run_id is None:
+                curs.execute(sql)
+            else:
+                curs.execute(sql + SQL(" WHERE run_id = %s"), (run_id,))
+            return [{k: r[k] for k in LEASE_COLUMNS} for r in curs.fetchall()]
+
+    def lease_write(self, row: dict[str, Any], expect_holder: Optional[str]) -> bool:
+        values = tuple(row[k] for k in LEASE_COLUMNS)
+        with self.datastore.transaction(commit=True) as curs:
+            if expect_holder is None:  # the primary key decides between two inserting writers
+                curs.execute(SQL("INSERT INTO {} VALUES ({}) ON CONFLICT (run_id) DO NOTHING").format(
+                    self._leases, SQL(", ").join(SQL("%s") for _ in values)), values)
+            else:
+                sets = SQL(", ").join(SQL("{} = %s").format(Identifier(k)) for k in LEASE_COLUMNS[1:])
+                curs.execute(SQL("UPDATE {} SET {} WHERE run_id = %s AND holder = %s").format(self._leases, sets),
+                             values[1:] + (row["run_id"], expect_holder))
+            return curs.rowcount == 1
+
+    def lease_drop(self, run_id: str, holder: str) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(SQL("DELETE FROM {} WHERE run_id = %s AND holder = %s").format(self._leases), (run_id, holder))
 
     def probe_write(self) -> None:
         with self.datastore.transaction(commit=False) as curs:  # always rolled back
@@ -224,7 +257,7 @@ def open_postgres_backend(*, url: str, dbname: str, host: str, port: int, user: 
 
 
 def _existing_tables(conn: Any, schema: str, table: str) -> set[str]:
-    names = [table] + [f"{table}_{s}" for s in ("streams", "heads", "snapshots", "blobs")]
+    names = [table] + [f"{table}_{s}" for s in ("streams", "heads", "snapshots", "blobs", "leases")]
     rows = conn.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                         "WHERE n.nspname = %s AND c.relname = ANY(%s)", (schema, names)).fetchall()
     return {r[0] for r in rows}
@@ -237,6 +270,7 @@ def _recorders(url: str, datastore: PostgresDatastore, schema: str, table: str, 
     if read_only:
         assert tables is not None
         rec.has_heads = f"{table}_heads" in tables
+        rec.has_leases = f"{table}_leases" in tables
         snaps: Any = MemorySnapshots()
         if f"{table}_snapshots" in tables:
             snaps = EsSnapshots(PostgresSnapshotRecorder(datastore, events_table_name=f"{table}_snapshots"),

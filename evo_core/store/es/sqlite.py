@@ -14,7 +14,7 @@ from eventsourcing.persistence import PersistenceError as EsPersistenceError
 from eventsourcing.sqlite import SQLiteAggregateRecorder, SQLiteApplicationRecorder, SQLiteDatastore
 
 from evo_core.store.es.backend import EsBackend, check_recorded_head
-from evo_core.store.es.names import BULK_TYPE, DEFAULT_TABLE
+from evo_core.store.es.names import BULK_TYPE, DEFAULT_TABLE, LEASE_COLUMNS
 from evo_core.store.es.snapshots import EsSnapshots
 from evo_core.store.records import NoEventLog, StoreUnavailable
 from evo_core.store.snapshots import MemorySnapshots
@@ -30,7 +30,9 @@ class SQLiteEvoRecorder(SQLiteApplicationRecorder):
         super().__init__(datastore, events_table_name=table)
         self.streams_table = f"{table}_streams"
         self.heads_table = f"{table}_heads"
+        self.leases_table = f"{table}_leases"
         self.has_heads = True  # False for a store read before any writer created the heads table
+        self.has_leases = True  # likewise for the leases table
 
     def construct_create_table_statements(self) -> list[str]:
         t = self.events_table_name
@@ -40,6 +42,8 @@ class SQLiteEvoRecorder(SQLiteApplicationRecorder):
             f"WHERE topic <> '{BULK_TYPE}'",
             f"CREATE TABLE IF NOT EXISTS {t}_heads (originator_id TEXT PRIMARY KEY, version INTEGER NOT NULL, "
             "hash TEXT NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {t}_leases (run_id TEXT PRIMARY KEY, holder TEXT NOT NULL, host TEXT NOT NULL, "
+            "pid INTEGER NOT NULL, pid_started REAL NOT NULL, acquired_at REAL NOT NULL, renewed_at REAL NOT NULL)",
         ]
 
     def oid_param(self, oid: uuid.UUID) -> str:
@@ -133,6 +137,29 @@ class SQLiteEvoRecorder(SQLiteApplicationRecorder):
                       f"JOIN {self.streams_table} s ON s.originator_id = h.originator_id")
             return {r[0]: (r[1], r[2]) for r in c.fetchall()}
 
+    def lease_select(self, run_id: Optional[str]) -> list[dict[str, Any]]:
+        if not self.has_leases:
+            return []
+        sql = f"SELECT {', '.join(LEASE_COLUMNS)} FROM {self.leases_table}"
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(sql + (" WHERE run_id = ?" if run_id is not None else ""), () if run_id is None else (run_id,))
+            return [dict(zip(LEASE_COLUMNS, r)) for r in c.fetchall()]
+
+    def lease_write(self, row: dict[str, Any], expect_holder: Optional[str]) -> bool:
+        values = tuple(row[k] for k in LEASE_COLUMNS)
+        with self._write(commit=True) as c:  # BEGIN IMMEDIATE: the check and the write are one step
+            if expect_holder is None:
+                c.execute(f"INSERT OR IGNORE INTO {self.leases_table} VALUES ({', '.join('?' * len(values))})", values)
+            else:
+                sets = ", ".join(f"{k} = ?" for k in LEASE_COLUMNS[1:])
+                c.execute(f"UPDATE {self.leases_table} SET {sets} WHERE run_id = ? AND holder = ?",
+                          values[1:] + (row["run_id"], expect_holder))
+            return c.sqlite_cursor.rowcount == 1
+
+    def lease_drop(self, run_id: str, holder: str) -> None:
+        with self._write(commit=True) as c:
+            c.execute(f"DELETE FROM {self.leases_table} WHERE run_id = ? AND holder = ?", (run_id, holder))
+
     def probe_write(self) -> None:
         with self._write(commit=False) as c:
             c.execute(f"INSERT OR REPLACE INTO {self.heads_table} VALUES (?, 0, '')", (PROBE_ID,))
@@ -207,6 +234,7 @@ def _open_read_only(path: str, url: str, table: str, lock_timeout: int):
     _on_connect(datastore, ["PRAGMA query_only=ON"])
     rec = SQLiteEvoRecorder(datastore, table)
     rec.has_heads = f"{table}_heads" in tables
+    rec.has_leases = f"{table}_leases" in tables
     snaps: Any = MemorySnapshots()
     if f"{table}_snapshots" in tables:
         snaps = EsSnapshots(SQLiteSnapshotRecorder(datastore, events_table_name=f"{table}_snapshots"), read_only=True)
