@@ -1,6 +1,6 @@
 """Is the online A/B calibrated? Run it with treatments that do nothing and count the passes.
 
-    python benchmarks/aa_check.py --seeds 20 --json
+    python -m benchmarks.aa_check --seeds 20 --json
 
 On the quickstart's SFT start (the hedge flaw), the online backtest (``online_ab``: replicated,
 seed-paired arms, t-intervals over pairs) is run many times with different seeds against:
@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 LISTS = {"feature": "numbers", "op": ">", "value": 1}
 SPEC = {"kind": "induced_lists", "severity": "invalid", "population": {"field": "split", "op": "==", "value": "train"},
@@ -100,7 +99,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                            params={"predicate": LISTS}),
     }
     runs = {"noop": args.noop_seeds, "placebo": args.seeds, "repair": args.repair_seeds}
-    out: dict[str, Any] = {"command": "python benchmarks/aa_check.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    out: dict[str, Any] = {"command": "python -m benchmarks.aa_check " + " ".join(argv if argv is not None else sys.argv[1:]),
                            "backtest": {k: getattr(hcfg.backtest, k) for k in ("k_steps", "replicates", "confidence",
                                                                                "min_effect", "min_n")}, "results": {}}
     t0 = time.perf_counter()

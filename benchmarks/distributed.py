@@ -22,7 +22,7 @@ reports:
 - the optimizer state rank 0 holds after the run (bytes of its tensors: AdamW's moments, and
   under ZeRO the fp32 master partition), which ZeRO shards.
 
-    python benchmarks/distributed.py --json [--steps 10] [--ranks 1,2,2:zero2] [--config configs/quickstart.toml]
+    python -m benchmarks.distributed --json [--steps 10] [--ranks 1,2,2:zero2] [--config configs/quickstart.toml]
 """
 
 from __future__ import annotations
@@ -201,9 +201,9 @@ def parent(args) -> int:
         engine = engine or "ddp"
         out = Path(work) / f"report-{n}-{engine}.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", n, "--master_port",
-               str(free_port()), __file__, "--worker", str(out), "--work", work, "--config", args.config,
+               str(free_port()), "-m", "benchmarks.distributed", "--worker", str(out), "--work", work, "--config", os.path.abspath(args.config),
                "--steps", str(args.steps), "--sft-steps", str(args.sft_steps), "--engine", engine]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr[-4000:])
             return 1

@@ -1,10 +1,10 @@
 """The harness, measured like a skeptical reviewer would: a flaw suite × harness arms × seeds.
 
-    python benchmarks/evolution.py --suite --seeds 5 --json          # the headline matrix (cold)
-    python benchmarks/evolution.py --suite --seeds 3 --mode both      # cold and warm (skills from other flaws)
-    python benchmarks/evolution.py --suite --seeds 3 --ablations      # + evolving/gate-only, no-policy-gate, no-revision
-    python benchmarks/evolution.py --suite --audit-sweep arithmetic/hedge   # audit rate 1.0, 0.1, 0.05, 0.02
-    python benchmarks/evolution.py --smoke                            # 1 seed, 40 steps, every flaw and arm (CI)
+    python -m benchmarks.evolution --suite --seeds 5 --json          # the headline matrix (cold)
+    python -m benchmarks.evolution --suite --seeds 3 --mode both      # cold and warm (skills from other flaws)
+    python -m benchmarks.evolution --suite --seeds 3 --ablations      # + evolving/gate-only, no-policy-gate, no-revision
+    python -m benchmarks.evolution --suite --audit-sweep arithmetic/hedge   # audit rate 1.0, 0.1, 0.05, 0.02
+    python -m benchmarks.evolution --smoke                            # 1 seed, 40 steps, every flaw and arm (CI)
 
 Every cell (flaw, arm, seed) is one ``evo run`` in its own SQLite store under ``--dir``; a cell
 whose store holds a completed run is read, not re-run, and an interrupted one is resumed, so a
@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -687,7 +686,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     incomplete = sorted(r["cell"] for r in read if r.get("status") != "completed")
     rows += included_rows(args.include, {r["cell"] for r in rows}, flaws, seeds, mode=args.mode)
     result = {
-        "command": "python benchmarks/evolution.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m benchmarks.evolution " + " ".join(argv if argv is not None else sys.argv[1:]),
         "suite": str(Path(args.suite_file).relative_to(ROOT)) if Path(args.suite_file).is_relative_to(ROOT) else args.suite_file,
         "flaws": flaws, "arms": arms, "seeds": seeds, "mode": args.mode, "smoke": args.smoke,
         "audit_rate": next((s.split("=")[1] for s in suite["defaults"]["set"] if s.startswith("harness.audit.rate")), None),

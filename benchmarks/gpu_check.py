@@ -1,8 +1,8 @@
 """A few DeepSpeed training steps of a Qwen2-shaped model built from its config (no
 downloads, random weights and tokens), printing tokens/s and step time as JSON.
 
-    python benchmarks/gpu_check.py                 # ~0.5B params, bf16, ZeRO-2, on the GPU(s)
-    python benchmarks/gpu_check.py --toy --cpu     # a toy size on the CPU accelerator (gloo)
+    python -m benchmarks.gpu_check                 # ~0.5B params, bf16, ZeRO-2, on the GPU(s)
+    python -m benchmarks.gpu_check --toy --cpu     # a toy size on the CPU accelerator (gloo)
 
 Multi-GPU: run it under ``torchrun --nproc_per_node=N`` (benchmarks/gpu_check.sh does).
 """
@@ -13,10 +13,8 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 # Qwen2-0.5B's shape (494M parameters with tied embeddings).
 SIZES = {

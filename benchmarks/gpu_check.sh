@@ -82,7 +82,7 @@ if [ -n "$model_dir" ]; then train_args+=(--model-dir "$model_dir"); rl_args+=(-
 
 # phase 1: DeepSpeed ZeRO-2 training steps on every GPU
 t0=$(date +%s)
-timeout 200 "$PY" -m torch.distributed.run --standalone --nproc_per_node="$ranks" benchmarks/gpu_check.py \
+timeout 200 "$PY" -m torch.distributed.run --standalone --nproc_per_node="$ranks" -m benchmarks.gpu_check \
   "${train_args[@]}" ${extra[@]+"${extra[@]}"} >"$logs/train.log" 2>&1
 train_rc=$?
 train_json=$(grep -E '^\{' "$logs/train.log" | tail -n 1)
@@ -90,7 +90,7 @@ train_json=$(grep -E '^\{' "$logs/train.log" | tail -n 1)
 
 # phase 2: rollouts from a server, then RL steps of the math recipe against it
 t1=$(date +%s)
-timeout 360 "$PY" benchmarks/gpu_rl_check.py --work "$work/rl" "${rl_args[@]}" >"$logs/rl.log" 2>&1
+timeout 360 "$PY" -m benchmarks.gpu_rl_check --work "$work/rl" "${rl_args[@]}" >"$logs/rl.log" 2>&1
 rl_rc=$?
 rl_json=$(grep -E '^\{' "$logs/rl.log" | tail -n 1)
 [ -n "$rl_json" ] || rl_json=null

@@ -11,8 +11,8 @@
    ``--zero-stage K`` trains through DeepSpeed ZeRO stage K (``[distributed] engine =
    "deepspeed"``, bf16 with a bf16 policy), under torchrun even for one rank.
 
-    python benchmarks/gpu_rl_check.py --work /tmp/w --device cuda:0 --server-device cuda:0
-    python benchmarks/gpu_rl_check.py --work /tmp/w --toy --device cpu --server-device cpu
+    python -m benchmarks.gpu_rl_check --work /tmp/w --device cuda:0 --server-device cuda:0
+    python -m benchmarks.gpu_rl_check --work /tmp/w --toy --device cpu --server-device cpu
 
 Prints one JSON object.
 """
@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 _EVO = "import sys; from evo_core.cli.app import main; main(sys.argv[1:])"
 
 SIZES = {  # Qwen2-0.5B's width, 36 layers instead of 24: >= 0.5B parameters with a small vocabulary

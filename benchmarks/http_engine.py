@@ -1,7 +1,7 @@
 """Rollout throughput of the HTTP path (HTTPEngine -> evo serve on 127.0.0.1) against
 sampling in process, same tiny policy, same prompts, in one run. Prints JSON.
 
-    python benchmarks/http_engine.py --json
+    python -m benchmarks.http_engine --json
 """
 
 from __future__ import annotations
@@ -9,10 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ predicate scored against the oracle on every paid rollout of the next ``--horizo
 draw runs under both tie-breaks of ``Settings.response_first``: a condition on the response
 itself before one on its group (the default), or by the predicate's text alone (the old rule).
 
-    python benchmarks/induction_ties.py --flaws arithmetic/padding --seeds 0 2 --dir .evo/ties
+    python -m benchmarks.induction_ties --flaws arithmetic/padding --seeds 0 2 --dir .evo/ties
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from evolution import cells, load_suite, run_cell, store_url  # noqa: E402
+from benchmarks.evolution import cells, load_suite, run_cell, store_url
 
 RULES = {"response_first": True, "text_order": False}
 

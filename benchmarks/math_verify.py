@@ -1,6 +1,6 @@
 """Math verification throughput: the worker pool versus in-process math-verify, same run.
 
-    python benchmarks/math_verify.py --json [--n 300] [--workers 2]
+    python -m benchmarks.math_verify --json [--n 300] [--workers 2]
 
 Both sides do the same work per item: parse the gold answer, parse the candidate, and
 ``verify(gold, candidate)``. In-process is plain math-verify on the main thread (its own
@@ -20,19 +20,14 @@ import json
 import logging
 import os
 import random
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-# This file is named like the library it measures: drop its folder from the import path
-# so that ``import math_verify`` finds the library, not this script.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent / "domains" / "math"))
-
-from evo_math.grading import grade_many  # noqa: E402
-from evo_math.pool import TIMEOUT, VerifierPool, VerifyJob  # noqa: E402
+# Run as ``python -m benchmarks.math_verify``: this file is named like the library it
+# measures, and as a module its folder is not on the import path, so ``import math_verify``
+# finds the library.
+from evo_math.grading import grade_many
+from evo_math.pool import TIMEOUT, VerifierPool, VerifyJob
 
 PATHOLOGICAL = "9^{9^{9^{9}}}"
 

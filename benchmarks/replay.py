@@ -1,6 +1,6 @@
 """Audit, counterfactual replay and report on a generated 1,000,000-event run.
 
-    python benchmarks/replay.py --json [--events 1000000] [--store memory://|sqlite:///PATH]
+    python -m benchmarks.replay --json [--events 1000000] [--store memory://|sqlite:///PATH]
 
 Prints one JSON object:
 - ``audit_s``: ``audit_run`` of the last promotion, from scratch (reads the stream, walks
@@ -31,15 +31,13 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evo_core.api import Finding  # noqa: E402
-from evo_core.hookspecs import hookimpl  # noqa: E402
-from evo_core.testing import isolated_plugins  # noqa: E402
-from evo_core.store import open_store, run_stream  # noqa: E402
-from evo_core.synthetic import iter_run_batches  # noqa: E402
+from evo_core.api import Finding
+from evo_core.hookspecs import hookimpl
+from evo_core.testing import isolated_plugins
+from evo_core.store import open_store, run_stream
+from evo_core.synthetic import iter_run_batches
 
 
 class ExploitRate:
@@ -131,7 +129,7 @@ def main() -> None:
     size = path.stat().st_size
 
     result = {
-        "command": "python benchmarks/replay.py --json" + (f" --events {args.events}" if args.events != 1_000_000 else "")
+        "command": "python -m benchmarks.replay --json" + (f" --events {args.events}" if args.events != 1_000_000 else "")
                    + (f" --store {args.store}" if args.store != "memory://" else ""),
         "store": args.store.split("://")[0],
         "events": n,

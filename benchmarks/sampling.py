@@ -12,7 +12,7 @@ alternating plain and shortcut passes so that the machine's drift hits both alik
 It checks that the two passes produced the same rollouts, scores and metrics, and reports
 time ratios (plain / shortcut) measured in the same process.
 
-    python benchmarks/sampling.py --json [--config configs/quickstart.toml] [--repeats 3] [--set KEY=VALUE ...]
+    python -m benchmarks.sampling --json [--config configs/quickstart.toml] [--repeats 3] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -20,11 +20,9 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _warm_session import parser, warm_session  # noqa: E402
+from benchmarks._warm_session import parser, warm_session
 
 
 def _timed(fn: Any) -> tuple[Any, float]:

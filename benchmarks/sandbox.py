@@ -4,7 +4,7 @@ Both sides run the same tiny programs (read stdin, compute, print) under the sam
 (CPU, address space, file size, open files, processes, core dumps, wall timeout, output
 cap), with the same number of programs in flight (the pool size), in the same run.
 
-    python benchmarks/sandbox.py --json
+    python -m benchmarks.sandbox --json
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from evo_core.sandbox import Limits, LocalSandbox, RunRequest  # noqa: E402
+from evo_core.sandbox import Limits, LocalSandbox, RunRequest
 
 PROGRAMS = [
     "a, b = map(int, input().split()[:2])\nprint(a + b)",

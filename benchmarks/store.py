@@ -1,6 +1,6 @@
 """Store benchmark: facade vs raw sqlite3, as ratios measured in one run.
 
-    python benchmarks/store.py --events 1000000 --json
+    python -m benchmarks.store --events 1000000 --json
 
 - ``append_ratio``: events/s of ``EventStore.append`` on SQLite (batches of 1,000 realistic
   ``RolloutCompleted``: encode, hash-chain, one transaction per batch) divided by events/s of
@@ -33,14 +33,13 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evo_events import RolloutCompleted  # noqa: E402
-from evo_core.checkout import checkout, fold_run  # noqa: E402
-from evo_core.state import fold  # noqa: E402
-from evo_core.store import open_store, run_stream  # noqa: E402
-from evo_core.store.es import DEFAULT_TABLE, stream_uuid  # noqa: E402
-from evo_core.synthetic import iter_run_batches  # noqa: E402
+from evo_events import RolloutCompleted
+from evo_core.checkout import checkout, fold_run
+from evo_core.state import fold
+from evo_core.store import open_store, run_stream
+from evo_core.store.es import DEFAULT_TABLE, stream_uuid
+from evo_core.synthetic import iter_run_batches
 
 
 def _progress(msg: str, quiet: bool) -> None:

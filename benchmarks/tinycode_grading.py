@@ -1,7 +1,7 @@
 """Grading time per rollout for the code flaw's tasks (``generate://tinycode``), one by one
 against the batch path (``CodeDomain.verify_batch`` / ``oracle_batch``).
 
-    python benchmarks/tinycode_grading.py --json
+    python -m benchmarks.tinycode_grading --json
 
 A training step's rollouts (``--prompts`` × ``--group``, default 32 × 8 = 256) are
 synthesised the way a tiny policy writes them: the genuine one-liner with the right constant,
@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 MIX = {"genuine": 0.45, "wrong_constant": 0.35, "hack": 0.1, "broken": 0.1}
 

@@ -13,7 +13,7 @@ difference of two wall times, which is reported too as ``wall_overhead``: on a s
 mostly measures how the machine's load changed between the two runs). Resume checkpoints are the trainer's
 fault tolerance, not harness bookkeeping: they are reported separately.
 
-    python benchmarks/trainer.py --json [--steps 20] [--arm evolving] [--config configs/quickstart.toml]
+    python -m benchmarks.trainer --json [--steps 20] [--arm evolving] [--config configs/quickstart.toml]
 
 With ``--arm evolving`` (the default) the contrast proposer's induction runs on the evidence
 the harness holds at every proposal round.
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -42,7 +41,6 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    import attrs
     import torch
 
     from evo_core.config import load_config

@@ -1,8 +1,8 @@
 """Test-split learning curves of a quickstart-shaped run, as JSON and an SVG figure.
 
-    python benchmarks/trainer_curve.py --arm reference --steps 200 --svg docs/figures/trainer-reference.svg
-    python benchmarks/trainer_curve.py --arm fixed --flaw hedge --steps 200
-    python benchmarks/trainer_curve.py --from-store sqlite:///.evo/quickstart.sqlite --run RUN_ID --svg out.svg
+    python -m benchmarks.trainer_curve --arm reference --steps 200 --svg docs/figures/trainer-reference.svg
+    python -m benchmarks.trainer_curve --arm fixed --flaw hedge --steps 200
+    python -m benchmarks.trainer_curve --from-store sqlite:///.evo/quickstart.sqlite --run RUN_ID --svg out.svg
 
 ``reference`` trains on the strict oracle (the no-flaw reference), ``fixed`` on the flawed
 verifier with a harness that only watches; ``--from-store`` reads an existing run's

@@ -10,7 +10,7 @@ reports the time of the update alone and of the whole step, the ratios (row-by-r
 and how far apart the two modes are: the first step's gradient norm and entropy (its rollouts
 are the same in both, sampled before the update) and the weights after the steps.
 
-    python benchmarks/update.py --json [--config configs/quickstart.toml] [--repeats 3] [--set KEY=VALUE ...]
+    python -m benchmarks.update --json [--config configs/quickstart.toml] [--repeats 3] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -18,11 +18,9 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _warm_session import parser, warm_session  # noqa: E402
+from benchmarks._warm_session import parser, warm_session
 
 
 def main(argv: Any = None) -> int:

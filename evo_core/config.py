@@ -368,7 +368,7 @@ def load_config(path: str, overrides: Optional[list[str]] = None, *, plugins: An
         raise ConfigError(f"config file {path!r} is not valid TOML: {exc}") from None
     if is_suite_definition(data):
         raise ConfigError(f"{path!r} defines a flaw suite, not a run: run it with "
-                          f"'python benchmarks/evolution.py --suite --suite-file {path}'")
+                          f"'python -m benchmarks.evolution --suite --suite-file {path}'")
     cfg = config_from_dict(apply_overrides(data, list(overrides or [])))
     if check:
         from evo_core.config_checks import check_config

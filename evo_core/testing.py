@@ -124,7 +124,7 @@ def require(module: str, why: str = "") -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         if os.environ.get("CI") == "true":
-            pytest.fail(f"{module} is missing ({why or exc}): scripts/setup.sh installs it")
+            pytest.fail(f"{module} is missing ({why or exc}): `scripts/setup.sh test` installs it")
         pytest.skip(f"{module} is not installed ({why or exc})")
 
 

@@ -2,7 +2,7 @@
 # The main job: set up, run the CPU quickstart (both harnesses), verify and audit the log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh quickstart
 export PATH="$PWD/.venv/bin:$PATH"
 store=${EVO_STORE:-sqlite:///.evo/quickstart.sqlite}
 evo run configs/quickstart.toml --store "$store" "$@"

@@ -72,7 +72,7 @@ def render_chain(chain: AuditChain, out: Console) -> None:
     if chain.skill:
         s = chain.skill
         out.print(f"  [bold]skill[/] {s['skill_id']} {s['name']} (#{s['version']})")
-    out.print(f"  [bold]plugins[/] " + ", ".join(f"{k} {v}" for k, v in chain.plugin_versions.items()))
+    out.print("  [bold]plugins[/] " + ", ".join(f"{k} {v}" for k, v in chain.plugin_versions.items()))
     o = chain.outcome
     b, a = o["before"], o["after"]
     out.print(f"  [bold]afterwards[/] ({o['window']} steps before vs after): prediction {_yn(o['held'])}")

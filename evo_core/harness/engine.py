@@ -14,7 +14,6 @@ recorded run where the live loop's port forks the session.
 
 from __future__ import annotations
 
-from typing import Any
 
 import attrs
 import structlog

@@ -43,10 +43,7 @@ def paired_bootstrap(
         return None
     diffs = [float(treatment[i]) - float(control[i]) for i in items]
     n = len(diffs)
-    means = _bootstrap_means(diffs, n_boot, seed)
-    alpha = (1.0 - confidence) / 2.0
-    lo = float(means[max(0, int(alpha * n_boot))])
-    hi = float(means[min(n_boot - 1, int((1.0 - alpha) * n_boot) - 1)])
+    lo, hi = percentile_interval(_bootstrap_means(diffs, n_boot, seed), confidence)
     worse = sum(1 for d in diffs if d < -worse_margin)
     better = sum(1 for d in diffs if d > worse_margin)
     return PairedBootstrap(
@@ -54,6 +51,21 @@ def paired_bootstrap(
         control_mean=sum(float(control[i]) for i in items) / n,
         treatment_mean=sum(float(treatment[i]) for i in items) / n, items=tuple(items),
     )
+
+
+def percentile_interval(sorted_means: "np.ndarray", confidence: float) -> tuple[float, float]:
+    """The percentile bootstrap interval from ``B`` sorted resample means: the order
+    statistics ``B*a`` and ``B*(1-a) - 1`` (0-based, truncated), ``a = (1 - confidence) / 2``.
+
+    Each end is an order statistic, never an interpolation: on the same resamples it sits
+    next to ``scipy.stats.bootstrap(method="percentile")``'s end (numpy's interpolated
+    percentile). scipy's default method is BCa and its random stream is not ours, so the two
+    are compared on identical resamples only (tests/harness/test_stats_scipy.py)."""
+    b = len(sorted_means)
+    alpha = (1.0 - confidence) / 2.0
+    lo = float(sorted_means[max(0, int(alpha * b))])
+    hi = float(sorted_means[min(b - 1, int((1.0 - alpha) * b) - 1)])
+    return lo, hi
 
 
 def _bootstrap_means(diffs: Sequence[float], n_boot: int, seed: int) -> "np.ndarray":
@@ -86,68 +98,24 @@ def mean(values: Sequence[float]) -> Optional[float]:
 
 
 # --- Student's t, for intervals over a few replicate pairs ---------------------------------
+# scipy's cephes routines (stdtr/stdtrit) replace a hand-written incomplete beta and a
+# bisection quantile; tests/harness/test_stats_scipy.py pins them against scipy.stats.
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularised incomplete beta function (Lentz's method)."""
-    import math
+def t_cdf(t: float, dof: float) -> float:
+    """P(T <= t) for Student's t with ``dof`` degrees of freedom."""
+    from scipy.special import stdtr
 
-    tiny, eps = 1e-300, 3e-14
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if math.isclose(delta, 1.0, abs_tol=eps):
-            break
-    return h
+    return float(stdtr(dof, t))
 
 
-def _betai(a: float, b: float, x: float) -> float:
-    import math
-
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1.0 - x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, dof: int) -> float:
-    x = dof / (dof + t * t)
-    tail = 0.5 * _betai(dof / 2.0, 0.5, x)
-    return 1.0 - tail if t > 0 else tail
-
-
-def t_quantile(p: float, dof: int) -> float:
-    """The ``p`` quantile of Student's t with ``dof`` degrees of freedom (bisection)."""
-    if not 0.0 < p < 1.0 or dof < 1:
+def t_quantile(p: float, dof: float) -> float:
+    """The ``p`` quantile of Student's t with ``dof`` degrees of freedom."""
+    if not 0.0 < p < 1.0 or not dof >= 1:
         raise ValueError("t_quantile needs 0 < p < 1 and dof >= 1")
-    lo, hi = -1e4, 1e4
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        if t_cdf(mid, dof) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2.0
+    from scipy.special import stdtrit
+
+    return float(stdtrit(dof, p))
 
 
 @attrs.frozen

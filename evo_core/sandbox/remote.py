@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence
 import httpx
 import structlog
 
+from evo_core.retry import Backoff, RetriesExhausted, Retryable, retry_call
 from evo_core.sandbox.protocol import ExecResult, RunRequest
 
 log = structlog.get_logger("evo.sandbox.remote")
@@ -41,7 +42,8 @@ class RemoteSandbox:
         headers = {"authorization": f"Bearer {token}"} if token else {}
         self.api = api
         self.size = concurrency
-        self._retries = retries
+        # a short, jittered wait: a sandbox that restarts is back within a second or two
+        self._backoff = Backoff(retries=retries, initial_s=0.2, max_s=2.0)
         self._grace = grace_s
         self._client = httpx.Client(
             base_url=base_url.rstrip("/"),
@@ -59,21 +61,17 @@ class RemoteSandbox:
         timeout = request.limits.wall_seconds + self._grace
         path, body = ("/v1/run", request.to_json()) if self.api == "evo" else ("/run_code", _to_sandboxfusion(request))
         t0 = time.monotonic()
-        last = ""
-        for attempt in range(self._retries + 1):
+
+        def attempt() -> ExecResult:
             try:
                 r = self._client.post(path, json=body, timeout=timeout)
             except httpx.TimeoutException:
                 # Never retried: the program may have run; report no verdict instead.
                 return ExecResult.infra(f"sandbox service did not answer within {timeout:.0f}s", self.name, time.monotonic() - t0)
             except httpx.HTTPError as exc:
-                last = f"sandbox service unreachable: {type(exc).__name__}: {exc}"
-                time.sleep(0.2 * (attempt + 1))
-                continue
+                raise Retryable(f"sandbox service unreachable: {type(exc).__name__}: {exc}") from exc
             if r.status_code >= 500:
-                last = f"sandbox service error {r.status_code}: {r.text[:200]}"
-                time.sleep(0.2 * (attempt + 1))
-                continue
+                raise Retryable(f"sandbox service error {r.status_code}: {r.text[:200]}")
             if r.status_code >= 400:  # our request is wrong: retrying will not help
                 return ExecResult.infra(f"sandbox service rejected the request ({r.status_code}): {r.text[:300]}", self.name)
             try:
@@ -81,8 +79,12 @@ class RemoteSandbox:
                 return _from_sandboxfusion(data) if self.api == "sandboxfusion" else ExecResult.from_json(dict(data, backend=self.name))
             except (ValueError, TypeError, KeyError) as exc:
                 return ExecResult.infra(f"unreadable sandbox response: {exc}", self.name)
-        log.warning("remote sandbox failed", error=last)
-        return ExecResult.infra(last, self.name, time.monotonic() - t0)
+
+        try:
+            return retry_call(attempt, self._backoff)
+        except RetriesExhausted as exc:
+            log.warning("remote sandbox failed", error=str(exc.last), attempts=exc.attempts)
+            return ExecResult.infra(str(exc.last), self.name, time.monotonic() - t0)
 
     def run_many(self, requests: Sequence[RunRequest]) -> list[ExecResult]:
         if not requests:

@@ -271,7 +271,6 @@ class DistributedEngine:
 
     def full_state_dict(self) -> dict[str, Any]:
         """The full fp32-equivalent weights on every rank, gathered under ZeRO-3."""
-        import torch
 
         params = dict(self.engine.module.named_parameters())
         if self.settings.zero_stage == 3:
@@ -303,7 +302,6 @@ def wrap_model(model: Any, settings: DeepSpeedSettings, *, optimizer: Any = None
     """``deepspeed.initialize`` with a torch AdamW (unless ``optimizer`` is given).
 
     Joins the process group first if needed (see :func:`init_distributed`)."""
-    import torch
 
     rank, world = init_distributed(settings.accelerator)
     ds = import_deepspeed(settings.accelerator)

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Optional, Sequence
 import attrs
 import structlog
 
+from evo_core.retry import Backoff, RetriesExhausted, Retryable, retry_call
 from evo_core.trainer.protocols import Sample, SamplingParams
 
 log = structlog.get_logger("evo.http_engine")
@@ -69,11 +70,14 @@ class HTTPEngineConfig:
         return url[:-3] if url.endswith("/v1") else url
 
 
+def backoff(cfg: HTTPEngineConfig) -> Backoff:
+    """The retry schedule the engine's requests follow (:mod:`evo_core.retry`)."""
+    return Backoff(retries=cfg.max_retries, initial_s=cfg.backoff_initial_s, max_s=cfg.backoff_max_s)
+
+
 def backoff_delays(cfg: HTTPEngineConfig, rng: Optional[random.Random] = None) -> list[float]:
-    """Full-jitter exponential backoff: attempt k waits U(0.5, 1) * min(max, initial * 2^k)."""
-    rng = rng or random.Random()
-    return [min(cfg.backoff_max_s, cfg.backoff_initial_s * 2 ** k) * (0.5 + 0.5 * rng.random())
-            for k in range(cfg.max_retries)]
+    """Jittered exponential backoff: attempt k waits U(0.5, 1) * min(max, initial * 2^k)."""
+    return backoff(cfg).delays(rng)
 
 
 class HTTPEngine:
@@ -105,26 +109,28 @@ class HTTPEngine:
     def _post(self, path: str, body: Mapping[str, Any]) -> Any:
         import httpx
 
-        delays = backoff_delays(self.config)
-        for attempt in range(self.config.max_retries + 1):
+        def attempt() -> Any:
             self.requests_sent += 1
             try:
                 resp = self._client.post(path, json=dict(body))
             except httpx.TransportError as exc:  # refused, reset, timeout
-                why = f"{type(exc).__name__}: {exc}"
-            else:
-                if resp.status_code < 300:
-                    ctype = resp.headers.get("content-type", "")
-                    return resp.json() if "json" in ctype else resp.text
-                why = f"HTTP {resp.status_code}: {_error_message(resp)}"
-                if resp.status_code not in _RETRY_STATUS:
-                    raise HTTPEngineError(f"{self.config.root}{path} rejected the request: {why}")
-            if attempt == self.config.max_retries:
-                raise HTTPEngineError(f"{self.config.root}{path} failed after {attempt + 1} attempts: {why}")
+                raise Retryable(f"{type(exc).__name__}: {exc}") from exc
+            if resp.status_code < 300:
+                ctype = resp.headers.get("content-type", "")
+                return resp.json() if "json" in ctype else resp.text
+            why = f"HTTP {resp.status_code}: {_error_message(resp)}"
+            if resp.status_code in _RETRY_STATUS:
+                raise Retryable(why)
+            raise HTTPEngineError(f"{self.config.root}{path} rejected the request: {why}")
+
+        def on_retry(number: int, exc: BaseException, wait_s: float) -> None:
             self.retries += 1
-            log.warning("http_retry", path=path, attempt=attempt + 1, wait_s=round(delays[attempt], 3), reason=why)
-            time.sleep(delays[attempt])
-        raise AssertionError("unreachable")
+            log.warning("http_retry", path=path, attempt=number, wait_s=round(wait_s, 3), reason=str(exc))
+
+        try:
+            return retry_call(attempt, backoff(self.config), on_retry=on_retry)
+        except RetriesExhausted as exc:
+            raise HTTPEngineError(f"{self.config.root}{path} {exc}") from exc.last
 
     def health(self) -> bool:
         import httpx

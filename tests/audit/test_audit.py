@@ -19,7 +19,7 @@ from evo_events import (
     BacktestPassed,
 )
 from evo_core.audit import AuditError, RunIndex, audit_run
-from evo_core.store import open_store, run_stream
+from evo_core.store import run_stream
 from evo_core.store.es import DEFAULT_TABLE
 from tests.audit.conftest import evo
 

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from evo_core.audit import AuditError, TailFormatter, tail
-from evo_core.store import open_store, run_stream
+from evo_core.store import run_stream
 from tests.audit.conftest import ROOT
 
 

@@ -25,7 +25,7 @@ def test_from_a_checkout_the_names_are_the_files_under_configs():
 
 def test_the_suite_definition_is_not_listed_as_a_run_and_running_it_says_how(tmp_path):
     assert shipped_path("suite/suite") is None
-    with pytest.raises(ConfigError, match=r"defines a flaw suite, not a run: run it with .*evolution.py --suite"):
+    with pytest.raises(ConfigError, match=r"defines a flaw suite, not a run: run it with .python -m benchmarks.evolution --suite"):
         load_config(str(ROOT / "configs" / "suite" / "suite.toml"))
     odd = tmp_path / "flaws.toml"  # a run config may still have a table named like one
     odd.write_text("[run]\nsteps = 3\n[flaws]\n")

@@ -39,7 +39,7 @@ def sqlite_run(tmp_path):
 @pytest.mark.parametrize("where", ["payload", "hash", "time", "event_id"])
 def test_sqlite_flipped_byte_detected(sqlite_run, where):
     url, path, run_id = sqlite_run
-    event_id = _sqlite_flip(path, 7, where)
+    _sqlite_flip(path, 7, where)
     rep = open_store(url).verify()
     assert not rep.ok and rep.bad_version == 7 and rep.bad_stream == run_stream(run_id), rep
     assert "#7" in rep.first_bad

@@ -20,7 +20,7 @@ from evo_core.shipped_configs import shipped_names
 from tests.core.test_packaging import FLOOR
 
 ROOT = Path(__file__).resolve().parents[2]
-TORCH = "torch==2.13.0"  # as scripts/setup.sh: the CPU wheel on this machine, never a CUDA build
+TORCH = "torch==2.13.0+cpu"  # as scripts/setup.sh: the CPU build by name, never a CUDA one
 SMALL = ["run.steps=2", "run.eval_every=1", "sft.steps=5", "sft.batch_size=16", "sft.warmup_steps=1",
          "eval.samples=1", "rl.prompts_per_step=4", "rl.group_size=4", "rl.warmup_steps=1",
          "harness.backtest.k_steps=1", "harness.backtest.replicates=1", "harness.backtest.min_n=10",

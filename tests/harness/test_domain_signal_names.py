@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from evo_core.testing import rollout as mk
 from evo_core.testing import window as win

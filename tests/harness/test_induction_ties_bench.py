@@ -2,8 +2,6 @@
 fully audited log: a loophole that a response feature and a group-relative feature both
 separate on the audited sample, while only the response feature holds on the next steps."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 from evo_core.testing import rollout
@@ -12,11 +10,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("induction_ties_bench", ROOT / "benchmarks" / "induction_ties.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    import benchmarks.induction_ties
+
+    return benchmarks.induction_ties
 
 
 def _log(steps=30, per_step=200):

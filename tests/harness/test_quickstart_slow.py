@@ -37,7 +37,7 @@ def test_quickstart_end_to_end(tmp_path):
 
 def _three_seed_suite(tmp_path, flaw):
     """``benchmarks/evolution.py --suite --seeds 3`` on one flaw, as its JSON report."""
-    proc = subprocess.run([sys.executable, "benchmarks/evolution.py", "--suite", "--seeds", "3", "--flaws", flaw,
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.evolution", "--suite", "--seeds", "3", "--flaws", flaw,
                            "--dir", str(tmp_path / "cells"), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=3 * 3600)
     assert proc.returncode == 0, proc.stderr[-2000:]

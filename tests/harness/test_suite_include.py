@@ -1,7 +1,6 @@
 """``benchmarks/evolution.py --include``: rows of an earlier report join the aggregate only for
 cells the stores lack, and each keeps its source."""
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -12,10 +11,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _evolution():
-    spec = importlib.util.spec_from_file_location("evolution_bench", ROOT / "benchmarks" / "evolution.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    import benchmarks.evolution
+
+    return benchmarks.evolution
 
 
 def _row(cell, flaw, arm, seed, test):

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_suite_smoke_runs_every_flaw_and_arm(tmp_path):
     out = tmp_path / "smoke.json"
-    proc = subprocess.run([sys.executable, "benchmarks/evolution.py", "--smoke", "--dir", str(tmp_path / "cells"),
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.evolution", "--smoke", "--dir", str(tmp_path / "cells"),
                            "--jobs", "2", "--out", str(out), "--figure", str(tmp_path / "fig.svg")],
                           cwd=ROOT, capture_output=True, text=True, timeout=3000)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -33,6 +33,6 @@ def test_the_suite_smoke_runs_every_flaw_and_arm(tmp_path):
     assert (tmp_path / "fig.svg").read_text().startswith("<svg")
     assert set(res["cost"]["median_cell_wall_s"]) == set(suite_flaws) and res["cost"]["projected_wall_h"]["seeds_3"] > 0
     # a killed suite continues where it stopped: a second call reads every cell, runs none
-    again = subprocess.run([sys.executable, "benchmarks/evolution.py", "--smoke", "--dir", str(tmp_path / "cells"),
+    again = subprocess.run([sys.executable, "-m", "benchmarks.evolution", "--smoke", "--dir", str(tmp_path / "cells"),
                             "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and json.loads(again.stdout)["cells_read"] == res["cells"]

@@ -1,6 +1,5 @@
 """``benchmarks/evolution.py --task-seed``: every cell draws its splits from a new task seed."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -9,10 +8,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _evolution():
-    spec = importlib.util.spec_from_file_location("evolution_bench_task_seed", ROOT / "benchmarks" / "evolution.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    import benchmarks.evolution
+
+    return benchmarks.evolution
 
 
 def test_task_seed_replaces_the_seed_of_every_cells_task_url():

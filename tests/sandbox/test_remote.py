@@ -100,3 +100,39 @@ def test_code_grader_over_http(server):
         assert g.grade(probs["taco-sum"], probs["taco-sum"].reference).reward == 1.0
         assert g.grade(probs["HumanEval/0"], probs["HumanEval/0"].reference).reward == 1.0
         assert g.grade(probs["taco-fn"], "def total(xs):\n    return 0").reward == 0.0
+
+
+def _flaky_transport(statuses):
+    """An in-memory service: answers each status in turn, then a real result."""
+    from evo_core.sandbox.protocol import ExecResult
+
+    calls = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        if len(calls) <= len(statuses):
+            return httpx.Response(statuses[len(calls) - 1], text="busy")
+        return httpx.Response(200, json=ExecResult(stdout="1\n", exit_code=0, backend="remote").to_json())
+
+    return httpx.MockTransport(handle), calls
+
+
+def test_a_5xx_is_retried_through_the_shared_loop():
+    transport, calls = _flaky_transport([503])
+    with RemoteSandbox("http://sandbox", retries=1, transport=transport) as rs:
+        r = rs.run(RunRequest(code="print(1)"))
+    assert r.ok and r.stdout == "1\n" and calls == ["/v1/run", "/v1/run"]
+
+
+def test_retries_run_out_into_an_infra_error_naming_the_last_failure():
+    transport, calls = _flaky_transport([502, 503, 504])
+    with RemoteSandbox("http://sandbox", retries=2, transport=transport) as rs:
+        r = rs.run(RunRequest(code="print(1)"))
+    assert r.infra_error.startswith("sandbox service error 504") and r.exit_code is None and len(calls) == 3
+
+
+def test_a_4xx_is_not_retried():
+    transport, calls = _flaky_transport([400])
+    with RemoteSandbox("http://sandbox", retries=3, transport=transport) as rs:
+        r = rs.run(RunRequest(code="print(1)"))
+    assert "rejected the request (400)" in r.infra_error and len(calls) == 1

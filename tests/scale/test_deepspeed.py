@@ -11,7 +11,7 @@ import pytest
 
 if importlib.util.find_spec("deepspeed") is None:
     if os.environ.get("CI") == "true":  # CI must run the 2-rank test, never skip it silently
-        raise RuntimeError("deepspeed is not installed in CI: scripts/setup.sh installs the [deepspeed] extra")
+        raise RuntimeError("deepspeed is not installed in CI: `scripts/setup.sh test` installs the [deepspeed] extra")
     pytest.skip("the deepspeed extra is not installed (pip install 'evotrainer[deepspeed]')", allow_module_level=True)
 
 import torch  # noqa: E402

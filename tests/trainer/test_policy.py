@@ -1,8 +1,7 @@
-import json
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from evo_core.trainer.engine import InProcessEngine

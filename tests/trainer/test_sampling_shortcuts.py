@@ -85,16 +85,11 @@ def test_select_rows_on_legacy_tuple_caches():
 
 def test_sampling_benchmark_reports_identical_outputs(tmp_path, capsys):
     """benchmarks/sampling.py on a tiny run: the plain and shortcut passes agree, and it says so."""
-    import importlib.util
     import json
-    from pathlib import Path
 
     from .testlib import TINY_TOML
 
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("sampling_bench", root / "benchmarks" / "sampling.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    import benchmarks.sampling as bench
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(TINY_TOML + "[sft]\nenabled = false\n[rl]\nprompts_per_step = 12\ngroup_size = 8\nmax_new_tokens = 6\n"
                    "[eval]\nsamples = 4\n")

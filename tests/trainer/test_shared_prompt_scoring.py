@@ -184,9 +184,7 @@ def test_an_rl_step_with_shared_prompts_matches_the_row_by_row_step(tiny_cfg, rl
 def test_update_benchmark_reports_agreeing_modes(tmp_path, capsys, monkeypatch):
     """benchmarks/update.py on a tiny run: the two modes score the first step's rollouts alike
     (rewards that vary within every group, so the step does update)."""
-    import importlib.util
     import json
-    from pathlib import Path
 
     import evo_core.plugins
 
@@ -200,10 +198,7 @@ def test_update_benchmark_reports_agreeing_modes(tmp_path, capsys, monkeypatch):
         return pm
 
     monkeypatch.setattr(evo_core.plugins, "PluginManager", with_alternating_rewards)
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("update_bench", root / "benchmarks" / "update.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    import benchmarks.update as bench
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(TINY_TOML + "[sft]\nenabled = false\n[rl]\nprompts_per_step = 6\ngroup_size = 4\nmax_new_tokens = 5\n")
     assert bench.main(["--config", str(cfg), "--repeats", "2", "--steps", "1", "--json"]) == 0
