@@ -134,9 +134,6 @@ class SimSession:
                 samples.append(Sample(prompt=task.prompt, text=text, token_ids=tuple(range(len(text)))))
         batch = RolloutBatch(step=step, items=items, regrade=lambda it: self.domain.oracle(it.task, it.completion).reward)
         self.interventions.rewards_and_masks(batch, state)
-        if self.plugins is not None:
-            self.plugins.transform_rewards(batch, state)
-            self.plugins.filter_rollouts(batch, state)
         self._learn(items)
         self.step = step
         self.max_version += 1

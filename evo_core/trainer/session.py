@@ -171,17 +171,10 @@ class RLSession:
 
     # -- the stages where interventions and hooks act ----------------------------------------
     def _task_weights(self, state: Any, step: int) -> Optional[list[float]]:
-        found = [self.interventions.task_weights(self.train_tasks, state)]
-        if self.plugins is not None:
-            found += self.plugins.task_weights(self.train_tasks, state, step)
-        weights = None
-        for res in found:
-            if not res:
-                continue
-            weights = weights or [1.0] * len(self.train_tasks)
-            for i, t in enumerate(self.train_tasks):
-                weights[i] *= float(res.get(t.task_id, 1.0))
-        return weights
+        res = self.interventions.task_weights(self.train_tasks, state)
+        if not res:
+            return None
+        return [float(res.get(t.task_id, 1.0)) for t in self.train_tasks]
 
     def _hyperparameters(self, state: Any, step: int) -> dict[str, Any]:
         rl = self.rl
@@ -193,21 +186,15 @@ class RLSession:
             "group_size": rl.group_size, "prompts_per_step": rl.prompts_per_step,
             "dynamic_sampling": self.dynamic_sampling, "stop": list(rl.stop),
         }
-        found = [self.interventions.hyperparameters(hp, state)]
-        if self.plugins is not None:
-            found += self.plugins.hyperparameters(dict(hp), state, step)
-        for res in found:
-            for k, v in dict(res or {}).items():
-                if k in HYPERPARAMETER_KEYS:
-                    hp[k] = v
-                else:
-                    log.warning("unknown hyperparameter override ignored", key=k)
+        for k, v in dict(self.interventions.hyperparameters(hp, state) or {}).items():
+            if k in HYPERPARAMETER_KEYS:
+                hp[k] = v
+            else:
+                log.warning("unknown hyperparameter override ignored", key=k)
         return hp
 
     def _prompt(self, task: Task, state: Any) -> str:
         hints = self.interventions.prompt_hints(task, state)
-        if self.plugins is not None:
-            hints += self.plugins.prompt_hints(task, state)
         return ("\n".join(hints) + "\n" + task.prompt) if hints else task.prompt
 
     # -- one RL step -----------------------------------------------------------------------
@@ -346,13 +333,9 @@ class RLSession:
         batch = RolloutBatch(step=step, items=items, hyperparameters=hp, regrade=self._regrader(len(items)))
         raw = [it.reward for it in items]
         self.interventions.rewards_and_masks(batch, state)
-        if self.plugins is not None:
-            self.plugins.transform_rewards(batch, state)
         for it, r in zip(items, raw):
             if r is None:  # an infrastructure error is never turned into a score
                 it.reward, it.mask = None, False
-        if self.plugins is not None:
-            self.plugins.filter_rollouts(batch, state)
         if hp["overlong"] == "filter":
             for it in items:
                 if it.completion.truncated:
