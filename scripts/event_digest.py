@@ -1,7 +1,7 @@
 """A fixed-seed tiny run's events, reduced to one digest: a refactor that changes no behaviour
 leaves it unchanged.
 
-    .venv/bin/python scripts/event_digest.py [--steps N] [--arm evolving] [--json]
+    .venv/bin/python scripts/event_digest.py [--steps N] [--arm evolving] [--json] [--skip-prefix oracle_labels]
 
 Event ids, run ids, wall-clock times and timing metrics are random or machine-dependent, so
 they are normalised away (an id becomes its event's place in the log); everything else, every
@@ -42,7 +42,8 @@ def tiny_run_config(tmp: str, steps: int) -> dict[str, Any]:
     }
 
 
-def normalised(events: list[Any]) -> list[tuple[str, Any]]:
+def normalised(events: list[Any], *, skip_prefix: str = "") -> list[tuple[str, Any]]:
+    """Events as plain data; keys starting with ``skip_prefix`` (when given) are left out."""
     import attrs
 
     ids = {e.event_id: f"#{i}" for i, e in enumerate(events)}
@@ -52,7 +53,8 @@ def normalised(events: list[Any]) -> list[tuple[str, Any]]:
             return ids.get(v, v)
         if isinstance(v, dict):
             return {k: norm(x, k) for k, x in sorted(v.items())
-                    if k not in VOLATILE and not (key == "metrics" and k.endswith(TIMING))}
+                    if k not in VOLATILE and not (key == "metrics" and k.endswith(TIMING))
+                    and not (skip_prefix and k.startswith(skip_prefix))}
         if isinstance(v, (list, tuple)):
             return [norm(x) for x in v]
         if isinstance(v, float):
@@ -62,7 +64,7 @@ def normalised(events: list[Any]) -> list[tuple[str, Any]]:
     return [(type(e).__name__, norm(attrs.asdict(e))) for e in events]
 
 
-def run_digest(steps: int, arm: str) -> dict[str, Any]:
+def run_digest(steps: int, arm: str, skip_prefix: str = "") -> dict[str, Any]:
     import torch
 
     from evo_core.config import config_from_dict
@@ -78,7 +80,7 @@ def run_digest(steps: int, arm: str) -> dict[str, Any]:
         loop.start(run_id="digest-run")
         loop.run()
         events = list(store.events(run_stream("digest-run")))
-    rows = normalised(events)
+    rows = normalised(events, skip_prefix=skip_prefix)
     blob = json.dumps(rows, sort_keys=True, default=str).encode()
     kinds: dict[str, int] = {}
     for name, _ in rows:
@@ -93,8 +95,10 @@ def main() -> None:
     ap.add_argument("--arm", default="evolving")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--dump", help="write the normalised events here (one per line), to diff two runs")
+    ap.add_argument("--skip-prefix", default="",
+                    help="leave out keys with this prefix (e.g. oracle_labels: compare with a log from before they existed)")
     a = ap.parse_args()
-    out = run_digest(a.steps, a.arm)
+    out = run_digest(a.steps, a.arm, a.skip_prefix)
     rows = out.pop("rows")
     if a.dump:
         Path(a.dump).write_text("".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
