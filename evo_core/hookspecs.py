@@ -7,25 +7,28 @@ and listed under the ``evo`` entry-point group:
     my_plugin = "my_package.my_module"
 
 Provider hooks (``evo_register_*``) return lists of objects; the plugin manager
-collects them. Trainer hooks run inside every step in this order:
-``evo_task_weights`` → ``evo_prompt_hint`` → ``evo_hyperparameters`` → sampling and
-verification → ``evo_transform_rewards`` → ``evo_filter_rollouts`` → advantages and
-the update. ``evo_on_events`` sees every batch after it is committed.
+collects them. ``evo_on_events`` sees every batch after it is committed.
+
+There is one way to change training: an intervention (``evo_register_interventions``;
+``evo_core.api.interventions``). The core applies it while the harness state lists it as
+active, so what it does is logged, gated, replayable offline and revertible. A harness
+promotion activates one, and so does ``[harness.interventions.NAME]`` in the run config (from
+step 1). The five trainer hooks of earlier versions are gone (``REMOVED_HOOKS``): a plugin
+that still implements one fails at load with the message below, never silently.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pluggy
 
 if TYPE_CHECKING:
     from evo_events import Event
     # the api's own modules, not the package: ``evo_core.api`` re-exports ``hookimpl`` from here
-    from evo_core.api.domain import Domain, Task
+    from evo_core.api.domain import Domain
     from evo_core.api.evidence import Diagnostic
-    from evo_core.api.trainer import RolloutBatch, Sink
-    from evo_core.state import HarnessState
+    from evo_core.api.trainer import Sink
 
 PROJECT = "evo"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -63,8 +66,10 @@ def evo_register_diagnostics() -> Sequence["Diagnostic"]:
 def evo_register_interventions() -> Sequence[Any]:
     """Return intervention types. Each has ``name``, ``version``, ``kind`` (the family:
     reward_shaping, rollout_filter, curriculum, hyperparameter, prompt_hint, diagnostic,
-    verifier) and ``default_params``. Interventions act through the trainer hooks below
-    while the harness state lists them as active."""
+    verifier) and ``default_params``, and defines any of the effect methods of
+    ``evo_core.api.interventions.EFFECTS``. The core applies those effects while the harness
+    state lists the intervention as active (promoted by the harness, or named in
+    ``[harness.interventions]``); an intervention implements no hook of its own."""
 
 
 @hookspec
@@ -103,42 +108,43 @@ def evo_register_commands(app: Any) -> None:
     """Add subcommands to the ``evo`` typer app."""
 
 
-# --- trainer hook points (interventions act here) -----------------------------------------
-
-
-@hookspec
-def evo_task_weights(tasks: Sequence["Task"], state: "HarnessState", step: int) -> Optional[Mapping[str, float]]:
-    """Return task id → weight multipliers for sampling this step (curriculum), or None.
-    The trainer multiplies the weights that all plugins return."""
-
-
-@hookspec
-def evo_prompt_hint(task: "Task", state: "HarnessState") -> Optional[str]:
-    """Return a system hint to add to this task's prompt, or None. Hints are joined in
-    plugin order."""
-
-
-@hookspec
-def evo_hyperparameters(params: Mapping[str, Any], state: "HarnessState", step: int) -> Optional[Mapping[str, Any]]:
-    """Return hyperparameter overrides for this step (temperature, clip, kl_coef,
-    max_new_tokens, …), or None. Later plugins' overrides win."""
-
-
-@hookspec
-def evo_transform_rewards(batch: "RolloutBatch", state: "HarnessState") -> None:
-    """Change ``item.reward`` in place: penalties, shaping, stricter verification.
-    Never turn an infrastructure error (``reward is None``) into a score."""
-
-
-@hookspec
-def evo_filter_rollouts(batch: "RolloutBatch", state: "HarnessState") -> None:
-    """Set ``item.mask = False`` on rollouts to drop from the loss (dynamic sampling,
-    overlong masking)."""
-
-
 # --- observation --------------------------------------------------------------------------
 
 
 @hookspec
 def evo_on_events(run_id: str, events: Sequence["Event"]) -> None:
     """Called after each batch of a run's events is committed to the log."""
+
+
+# --- removed hooks ------------------------------------------------------------------------
+
+_AS_INTERVENTION = ("register an intervention (evo_register_interventions) that defines `{effect}` "
+                    "and activate it with [harness.interventions.NAME] in the run config (from step 1) "
+                    "or let the harness promote it; it is then logged, gated and replayable")
+
+REMOVED_HOOKS: Mapping[str, str] = {
+    "evo_task_weights": "use an intervention: " + _AS_INTERVENTION.format(
+        effect="task_weights(tasks, params) -> {task_id: weight}"),
+    "evo_prompt_hint": "use an intervention: " + _AS_INTERVENTION.format(
+        effect="prompt_hint(task, params) -> str | None"),
+    "evo_hyperparameters": "use an intervention: " + _AS_INTERVENTION.format(
+        effect="hyperparameters(current, params) -> overrides | None"),
+    "evo_transform_rewards": "use an intervention: " + _AS_INTERVENTION.format(
+        effect="new_reward(view, params) -> float | None (or regrade(view, params) -> bool)"),
+    "evo_filter_rollouts": "use an intervention: " + _AS_INTERVENTION.format(
+        effect="mask(views, params) -> set of rollout ids"),
+}
+
+
+def removed_hook_message(name: str, plugin: str = "") -> str:
+    """The one-line error for a plugin that implements a hook this version removed.
+    Raises ``KeyError`` for a name that was never a hook here (a typo is not a removal)."""
+    how = REMOVED_HOOKS[name]
+    who = f"plugin {plugin!r} implements " if plugin else ""
+    return f"{who}{name}, a trainer hook that was removed: {how} (see docs/plugins.md)"
+
+
+def removed_hooks_of(plugin: Any) -> list[str]:
+    """The removed hooks ``plugin`` (a module or object) still implements, by ``@hookimpl``
+    marker, so that the plugin manager can refuse it at load."""
+    return sorted(n for n in REMOVED_HOOKS if hasattr(getattr(plugin, n, None), f"{PROJECT}_impl"))

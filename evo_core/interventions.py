@@ -2,7 +2,7 @@
 
 Which are active is the fold's ``state.interventions`` (promotion adds, revert removes); what
 each one does is what its class declares (``evo_core.api.interventions.EFFECTS``). A plugin
-intervention therefore needs no trainer hook of its own, and offline replay runs the very
+intervention therefore needs no hook of its own (there are no trainer hooks), and offline replay runs the very
 same effect methods on logged rollouts.
 """
 

@@ -45,6 +45,7 @@ from evo_core.store import run_stream, seal_run_finished
 from evo_core.store.lease import LeaseHeld, RunLease
 from evo_core.trainer.ranks import RankLost
 from evo_core.trainer.evaluation import VerifierFailed
+from evo_core.trainer.oracle import METRIC_PREFIX, label_totals
 from evo_core.trainer.port import SNAPSHOT_MEDIA, SessionPort
 from evo_core.trainer.step_events import TRAINER, rollout_events, trajectory_payload
 from evo_events import (
@@ -92,6 +93,7 @@ class RunLoop:
         self.on_step = on_step
         self.session_factory = session_factory
         self.state = HarnessState()
+        self.oracle_totals: dict[str, int] = {}  # "scope.purpose" -> oracle labels this run's log holds
         self.version = 0
         self.stream = ""
         self.run_id = ""
@@ -256,6 +258,7 @@ class RunLoop:
         except CheckpointError as exc:
             raise RunError(str(exc)) from None
         self.state = fold(events)
+        self.oracle_totals = label_totals(events)
         self.version = len(events)
         # a restore committed with the last step was carried out after its checkpoint was written
         for ev in events:
@@ -348,6 +351,20 @@ class RunLoop:
         pending, self._pending = self._pending, []
         for fut in pending:
             fut.result()  # re-raises a failed write: never commit events that reference a missing blob
+
+    def _oracle_labels(self) -> dict[str, float]:
+        """The oracle labels drawn since the last call (``oracle_labels.<scope>.<purpose>``, see
+        ``evo_core.trainer.oracle``), added to the run's totals; {} for a session without an
+        ``OracleClient``. A step that never commits (a crash) is recomputed on resume, and only
+        the recomputation's labels reach the log."""
+        client = getattr(self.session, "oracle", None)
+        if client is None:
+            return {}
+        out = client.counts.take_unlogged()
+        for k, v in out.items():
+            key = k[len(METRIC_PREFIX) + 1:]
+            self.oracle_totals[key] = self.oracle_totals.get(key, 0) + int(v)
+        return out
 
     def _synced_event(self, step: int, synced: Any) -> PolicyUpdated:
         """A weight sync to the rollout server, as ``PolicyUpdated(target=<server>)``."""
@@ -445,6 +462,10 @@ class RunLoop:
         summary = {"final_eval": self.last_eval, "harness_version": self.state.harness_version,
                    "policy_version": self.session.policy_version, "main_policy_version": self.state.main_policy_version,
                    "diagnoses": dict(self.state.diagnosis_counts)}
+        tail = self._oracle_labels()  # the main line's last test evaluation, after the last step
+        if tail:
+            summary["oracle_labels_after_last_step"] = tail
+            summary["oracle_labels"] = {k: self.oracle_totals.get(k, 0) for k in sorted(self.oracle_totals)}
         self._finish(RunFinished(run_id=self.run_id, status=status, step=self.session.step, summary=summary,
                                  message=message, emitted_by=TRAINER))
         self.ckpt.remove()
@@ -505,6 +526,10 @@ class RunLoop:
             batch += evals
         faults.point("after_evals")
         batch += self._harness_pass(res.step, batch, rollouts, step_ev, evals)
+        # every oracle label this commit drew (the step's audit, re-grades and training reward,
+        # its evaluations, its harness pass's A/B branches), by scope and purpose; the dict is
+        # the event's own and nothing has read these keys yet: the step is not committed
+        step_ev.metrics.update(self._oracle_labels())
         faults.point("before_commit")
         t2 = time.perf_counter()
         self._join_writes()  # the step's trajectory blob is on disk before its events are committed

@@ -1,6 +1,6 @@
 """A typed facade over pluggy: loads the ``evo`` entry-point group, isolates failures.
 
-Every hook has a typed method here (``pm.task_weights(...)``, ``pm.gates()``, …), and every
+Every hook has a typed method here (``pm.gates()``, ``pm.on_events(...)``, …), and every
 call goes through pluggy's own calling loop, so hook wrappers and ``tryfirst``/``trylast``
 work. Isolation is per implementation: each registered hook function is wrapped so that one
 that raises is recorded as a ``PluginFailure`` (the run logs it as ``PluginFailed``) and
@@ -258,22 +258,7 @@ class PluginManager:
                     return impl.plugin_name
         return None
 
-    # -- trainer hooks (in the order a step calls them) --------------------------------------
-    def task_weights(self, tasks: Sequence[Any], state: Any, step: int) -> list[Mapping[str, float]]:
-        return self._pm.hook.evo_task_weights(tasks=tasks, state=state, step=step)
-
-    def prompt_hints(self, task: Any, state: Any) -> list[str]:
-        return [h for h in self._pm.hook.evo_prompt_hint(task=task, state=state) if h]
-
-    def hyperparameters(self, params: Mapping[str, Any], state: Any, step: int) -> list[Mapping[str, Any]]:
-        return self._pm.hook.evo_hyperparameters(params=params, state=state, step=step)
-
-    def transform_rewards(self, batch: Any, state: Any) -> None:
-        self._pm.hook.evo_transform_rewards(batch=batch, state=state)
-
-    def filter_rollouts(self, batch: Any, state: Any) -> None:
-        self._pm.hook.evo_filter_rollouts(batch=batch, state=state)
-
+    # -- observation ------------------------------------------------------------------------
     def on_events(self, run_id: str, events: Sequence[Any]) -> None:
         self._pm.hook.evo_on_events(run_id=run_id, events=events)
 

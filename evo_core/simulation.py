@@ -24,6 +24,7 @@ import attrs
 from evo_core.api import Completion, RolloutBatch, RolloutItem, Task, Verdict
 from evo_core.harness.features import features_for_group
 from evo_core.interventions import InterventionApplier
+from evo_core.trainer.oracle import OracleClient
 from evo_core.trainer.protocols import EvalResult, Sample
 
 
@@ -91,7 +92,8 @@ class SimSession:
                  audit_rate: float = 0.25, reward: str = "verifier") -> None:
         self.plugins = plugins
         self.domain = SimDomain()
-        self.verifier = self.domain.oracle if reward == "oracle" else self.domain.verify
+        self.oracle = OracleClient(self.domain)  # every oracle label, counted (evo_core.trainer.oracle)
+        self.reward = "oracle" if reward == "oracle" else "verifier"
         self.interventions = InterventionApplier(plugins.interventions() if plugins is not None else {})
         self.seed = seed
         self.group, self.prompts = group, prompts
@@ -124,19 +126,17 @@ class SimSession:
             feats = features_for_group(texts, task.prompt, [len(t) for t in texts], [False] * len(texts))
             for k, (text, f) in enumerate(zip(texts, feats)):
                 comp = Completion(text=text, n_tokens=len(text))
-                v = self.verifier(task, comp)
+                v = (self.oracle.grade_one("train", task, comp) if self.reward == "oracle"
+                     else self.domain.verify(task, comp))
                 rid = hashlib.sha256(f"{self.id_salt}:{step}:{g}:{k}".encode()).hexdigest()[:32]
                 it = RolloutItem(rollout_id=rid, group_id=f"s{step}g{g}", task=task, completion=comp, verdict=v,
                                  reward=v.reward, features=f)
                 if self.rng.random() < self.audit_rate:
-                    it.strict = self.domain.oracle(task, comp)
+                    it.strict = self.oracle.grade_one("audit", task, comp)
                 items.append(it)
                 samples.append(Sample(prompt=task.prompt, text=text, token_ids=tuple(range(len(text)))))
-        batch = RolloutBatch(step=step, items=items, regrade=lambda it: self.domain.oracle(it.task, it.completion).reward)
+        batch = RolloutBatch(step=step, items=items, regrade=lambda it: self.oracle.grade_one("regrade", it.task, it.completion).reward)
         self.interventions.rewards_and_masks(batch, state)
-        if self.plugins is not None:
-            self.plugins.transform_rewards(batch, state)
-            self.plugins.filter_rollouts(batch, state)
         self._learn(items)
         self.step = step
         self.max_version += 1
@@ -174,7 +174,7 @@ class SimSession:
             right = random.Random(f"item:{t.task_id}").random() < pol.skill  # item difficulty, fixed
             text = f"{gold} {gold + 1}" if exploit else str(gold if right else gold + 10)
             comp = Completion(text=text)
-            ok = bool(self.domain.oracle(t, comp).correct)
+            ok = bool(self.oracle.grade_one("test" if split == "test" else "validation", t, comp).correct)
             paid = bool(self.domain.verify(t, comp).reward)
             hacked += paid and not ok
             scores[t.task_id] = float(ok if strict else paid)
@@ -193,6 +193,7 @@ class SimSession:
         else:
             new.rng.seed(f"fork:{seed}")
             new.id_salt = f"{self.id_salt}/fork-{seed}"
+        new.oracle = self.oracle.for_branch()
         return new
 
     def weights_bytes(self, *, with_optimizer: bool = True) -> bytes:

@@ -180,6 +180,19 @@ def _initial_from_config(state: HarnessState, ev: RunStarted) -> None:
         spec = params.pop("spec", None)
         state.diagnostics[name] = DiagnosticSetting(name, version, params, spec)
     state.gate_config = dict(harness.get("gates") or {})
+    for name, params in sorted((harness.get("interventions") or {}).items()):
+        params = dict(params or {})
+        if params.pop("enabled", True) is False:
+            continue
+        # active from step 1, like a promotion at step 0: the core applies it, offline replay and
+        # backtests see it in the state, and a retirement or a revert can switch it off
+        pid = config_intervention_id(name)
+        state.interventions[pid] = ActiveIntervention(pid, "config", name, params)
+
+
+def config_intervention_id(name: str) -> str:
+    """The id under which ``[harness.interventions.NAME]`` is active (no proposal has it)."""
+    return f"config:{name}"
 
 
 def family(kind: str, name: str, targets: Iterable[str]) -> str:

@@ -3,8 +3,11 @@
 An intervention is one class. It says *what* it changes by defining any of the effect
 methods below; the core decides when it is active (promotion adds it, a revert removes it),
 in what order it acts (promotion order) and at which point of the step (``EFFECTS``).
-It never implements trainer hooks itself, and offline replay runs exactly the same methods
-on logged rollouts (``RolloutView`` has the same fields live and logged).
+This is the one way a plugin changes training: there are no trainer hooks (those of earlier
+versions are removed, ``evo_core.hookspecs.REMOVED_HOOKS``). An intervention is active once
+the harness promotes it, or from step 1 when the run config names it in
+``[harness.interventions.NAME]``; offline replay runs exactly the same methods on logged
+rollouts (``RolloutView`` has the same fields live and logged).
 
     class CapLength:
         name, version, kind = "cap_length", "1", "reward_shaping"

@@ -21,10 +21,15 @@ config must never silently fall back to a default).
     no_revision = false
     [harness.audit]
     rate = 0.05
+    [harness.interventions.cap_length]   # active from step 1, with these params
+    max_chars = 40
 
 Tables of named plugins merge with the defaults: ``[harness.diagnostics.X]`` (or ``.gates.X``,
 ``.proposers.X``) tunes or adds one and leaves the others on; ``enabled = false`` switches one
 off; and ``replace_diagnostics = true`` makes the configured diagnostics the whole set.
+``[harness.interventions.X]`` switches the installed intervention ``X`` on from the first step
+(its table: the params, over its defaults): the one way to change training by hand, folded
+into the harness state at ``RunStarted`` like a promotion, so it is logged and replayable.
 """
 
 from __future__ import annotations
@@ -187,7 +192,7 @@ class HarnessConfig:
     diagnostics: dict[str, dict[str, Any]] = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_DIAGNOSTICS.items()})
     gates: dict[str, dict[str, Any]] = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_GATES.items()})
     proposers: dict[str, dict[str, Any]] = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_PROPOSERS.items()})
-    interventions: dict[str, dict[str, Any]] = attrs.Factory(dict)  # per-intervention default overrides
+    interventions: dict[str, dict[str, Any]] = attrs.Factory(dict)  # active from step 1 (name -> params)
     backtest: BacktestConfig = attrs.Factory(BacktestConfig)
     skills_from: tuple[str, ...] = ()
     ablations: Ablations = attrs.Factory(Ablations)

@@ -73,6 +73,7 @@ class RunData:
     plugin_failures: int = 0
     verified: Optional[bool] = None
     verify_problem: Optional[str] = None
+    oracle_after_last_step: dict[str, float] = attrs.Factory(dict)  # RunFinished's oracle labels after the last step
 
 
 def _num(v: Any) -> Optional[float]:
@@ -183,6 +184,8 @@ def collect(store: Any, run_id: str, *, progress: Optional[Callable[[int], None]
             data.started_at = d.get("started_at", "")
         elif t == "evo.RunFinished":
             data.status = d.get("status", "")
+            if data.status == "completed":
+                data.oracle_after_last_step = dict((d.get("summary") or {}).get("oracle_labels_after_last_step") or {})
             if isinstance(d.get("step"), int):
                 data.last_step = max(data.last_step, d["step"])
         elif t == "evo.PluginFailed":

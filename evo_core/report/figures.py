@@ -38,6 +38,7 @@ class FinalFigures:
     interventions: tuple[int, int]  # promoted, rejected
     policies: tuple[int, int]
     skills: int
+    oracle_labels: dict[str, int] = attrs.Factory(dict)  # "scope.purpose" -> strict-oracle labels (evo_core.trainer.oracle)
 
 
 def strict_key(data: RunData, split: str) -> Optional[str]:
@@ -99,7 +100,22 @@ def final_figures(data: RunData) -> FinalFigures:
         interventions=(count("intervention", "promoted"), count("intervention", "rejected")),
         policies=(count("policy", "promoted"), count("policy", "rejected")),
         skills=len(data.skills),
+        oracle_labels=oracle_labels(data),
     )
+
+
+def oracle_labels(data: RunData) -> dict[str, int]:
+    """The run's strict-oracle labels by ``scope.purpose``: its steps' ``oracle_labels.*``
+    metrics plus what its completed ``RunFinished`` lists after the last step."""
+    out: dict[str, int] = {}
+    prefix = "oracle_labels."
+    for k, per_step in data.step_metrics.items():
+        if k.startswith(prefix):
+            out[k[len(prefix):]] = out.get(k[len(prefix):], 0) + int(sum(per_step.values()))
+    for k, v in data.oracle_after_last_step.items():
+        if k.startswith(prefix) and isinstance(v, (int, float)):
+            out[k[len(prefix):]] = out.get(k[len(prefix):], 0) + int(v)
+    return out
 
 
 def compared_curves(data: RunData) -> dict[str, dict[int, float]]:

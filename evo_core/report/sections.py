@@ -84,6 +84,8 @@ def figures_table(figs: Sequence[FinalFigures], colours: Sequence[str]) -> str:
         ("interventions promoted / rejected", lambda f: f"{f.interventions[0]} / {f.interventions[1]}", True),
         ("policies promoted / rejected", lambda f: f"{f.policies[0]} / {f.policies[1]}", any(sum(f.policies) for f in figs)),
         ("skills registered", lambda f: str(f.skills), True),
+        ("strict-oracle labels <small>(all purposes; decision-relevant: all but test)</small>", oracle_cell,
+         any(f.oracle_labels for f in figs)),
         ("hash chain", lambda f: {True: '<span class="ok">✓ verified</span>', False: '<span class="bad">✗ broken</span>'}.get(f.verified, "–"),
          any(f.verified is not None for f in figs)),
     ]
@@ -91,6 +93,19 @@ def figures_table(figs: Sequence[FinalFigures], colours: Sequence[str]) -> str:
             for label, render, shown in rows if shown]
     headers = ["figure"] + [swatch(c) + escape(f.run_id) for f, c in zip(figs, colours)]
     return table(headers, body, cls="figures")
+
+
+def oracle_cell(f: FinalFigures) -> str:
+    """Total labels, then by purpose (main line + A/B branches), then the branches' share."""
+    if not f.oracle_labels:
+        return "–"
+    by_purpose: dict[str, int] = {}
+    for key, n in f.oracle_labels.items():
+        purpose = key.split(".", 1)[-1]
+        by_purpose[purpose] = by_purpose.get(purpose, 0) + n
+    branch = sum(n for k, n in f.oracle_labels.items() if k.startswith("branch."))
+    parts = ", ".join(f"{p} {n:,}" for p, n in by_purpose.items() if n)
+    return f"{sum(by_purpose.values()):,} <small>({escape(parts)}; A/B branches {branch:,})</small>"
 
 
 def absent_note(figs: Sequence[FinalFigures]) -> str:

@@ -54,21 +54,22 @@ def _mean(xs: Sequence[float]) -> Optional[float]:
 
 
 def score_groups(domain: Any, tasks: Sequence[Task], groups: Sequence[Sequence[Sample]],
-                 strict: bool = True, completions: Optional[Sequence[Sequence[Completion]]] = None
-                 ) -> tuple[dict[str, Optional[float]], dict[str, float]]:
+                 strict: bool = True, completions: Optional[Sequence[Sequence[Completion]]] = None, *,
+                 oracle: Any, purpose: str = "validation") -> tuple[dict[str, Optional[float]], dict[str, float]]:
     """(metrics, per-item score) of sampled completions, graded by oracle and verifier
-    (episodes bring their final completions; lengths count the generated tokens)."""
+    (episodes bring their final completions; lengths count the generated tokens). ``oracle``
+    is the session's ``OracleClient``: each pair is one label of ``purpose``."""
     s_all, v_all, paid, hacked, lens = [], [], [], [], []
     per_item: dict[str, float] = {}
     pairs = [(t, Completion(text=smp.text, truncated=smp.truncated, n_tokens=len(smp.token_ids))
               if completions is None else completions[gi][j])
              for gi, (t, group) in enumerate(zip(tasks, groups)) for j, smp in enumerate(group)]
-    oracle = iter(grade_many(domain.oracle, batch_method(domain, "oracle"), domain, pairs))
+    strict_verdicts = iter(oracle.grade(purpose, pairs))
     verify = iter(grade_many(domain.verify, batch_method(domain, "verify"), domain, pairs))
     for t, group in zip(tasks, groups):
         s_item, v_item = [], []
         for smp in group:
-            sv, vv = next(oracle), next(verify)
+            sv, vv = next(strict_verdicts), next(verify)
             ok = bool(sv.correct)
             reward = float(vv.reward) if vv.reward is not None else 0.0
             s_item.append(1.0 if ok else 0.0)
@@ -85,15 +86,17 @@ def score_groups(domain: Any, tasks: Sequence[Task], groups: Sequence[Sequence[S
 
 
 def evaluate_policy(policy: Any, domain: Any, tasks: Sequence[Task], eval_cfg: Any, rl: Any, *, seed: int,
-                    strict: bool = True, split: str = "validation") -> EvalResult:
+                    oracle: Any, strict: bool = True, split: str = "validation") -> EvalResult:
     """``eval_cfg.samples`` sampled completions per item (item score = fraction correct under
     the strict oracle, or the training verifier when ``strict`` is False) and, optionally, the
-    greedy completion. Seeded, so it never touches the training RNG."""
+    greedy completion. Seeded, so it never touches the training RNG. The oracle's labels
+    count as ``test`` on the test split, else as ``validation``."""
     import torch
 
     if not tasks:
         return EvalResult(item_scores={}, metrics={}, split=split)
     max_new = eval_cfg.max_new_tokens or rl.max_new_tokens
+    purpose = "test" if split == "test" else "validation"
     prompts = [t.prompt for t in tasks]
     metrics: dict[str, Optional[float]] = {}
     item_scores: dict[str, float] = {}
@@ -114,11 +117,11 @@ def evaluate_policy(policy: Any, domain: Any, tasks: Sequence[Task], eval_cfg: A
         gen = torch.Generator(device="cpu").manual_seed(seed)
         groups, comps = sample(SamplingParams(n=eval_cfg.samples, temperature=eval_cfg.temperature,
                                               max_new_tokens=max_new), gen)
-        sampled, item_scores = score_groups(domain, tasks, groups, strict, comps)
+        sampled, item_scores = score_groups(domain, tasks, groups, strict, comps, oracle=oracle, purpose=purpose)
         metrics.update(sampled)
     if eval_cfg.greedy:
         groups, comps = sample(SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new))
-        greedy, greedy_items = score_groups(domain, tasks, groups, strict, comps)
+        greedy, greedy_items = score_groups(domain, tasks, groups, strict, comps, oracle=oracle, purpose=purpose)
         metrics.update({f"{k}_greedy": v for k, v in greedy.items()})
         if not item_scores:
             item_scores = greedy_items

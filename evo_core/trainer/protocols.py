@@ -101,7 +101,7 @@ class TrainingSession(Protocol):
 
     def train_steps(self, k: int, state: Any) -> list[Mapping[str, Any]]:
         """Run ``k`` RL steps with the harness state ``state`` in force (its active
-        interventions act through the trainer hooks). Returns each step's metrics,
+        interventions act at their stages of the step). Returns each step's metrics,
         including the step's rollout summaries under ``"rollouts"``."""
         ...
 

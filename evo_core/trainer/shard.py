@@ -19,6 +19,8 @@ import hashlib
 import time
 from typing import Any, Sequence
 
+from evo_core.trainer.grading import graded
+
 
 def group_seed(base: int, index: int) -> int:
     return int(hashlib.sha256(f"group:{base}:{index}".encode()).hexdigest()[:15], 16)
@@ -44,7 +46,7 @@ def sharded_rollouts(session: Any, chosen: Sequence[Any], prompts: Sequence[str]
         gen = torch.Generator(device="cpu").manual_seed(group_seed(base, group_offset + i))
         groups += session.engine.generate([prompts[i]], params, generator=gen)
     took = time.perf_counter() - ts
-    items, samples = session._graded(list(chosen[lo:hi]), groups, step, group_offset + lo)
+    items, samples = graded(session, list(chosen[lo:hi]), groups, step, group_offset + lo)
     parts = comm.all_gather((items, samples, took))
     all_items = [it for p in parts for it in p[0]]
     all_samples = [s for p in parts for s in p[1]]

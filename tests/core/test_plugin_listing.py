@@ -26,7 +26,7 @@ class ThirdParty:
             """Show the budget."""
 
     @hookimpl
-    def evo_prompt_hint(self, task, state):
+    def evo_on_events(self, run_id, events):
         return None
 
 
@@ -34,7 +34,7 @@ def test_report_lists_registrations_by_kind(evo_plugins, evo_plugin):
     pm = evo_plugin(ThirdParty(), name="third_party")
     rows = {p["name"]: p for p in plugin_report(pm)["plugins"]}
     assert rows["third_party"]["registers"] == {"gates": ["budget_gate"], "commands": ["budget"]}
-    assert "evo_prompt_hint" in rows["third_party"]["hooks"]
+    assert "evo_on_events" in rows["third_party"]["hooks"]
     reg = {name: p["registers"] for name, p in rows.items()}
     assert "zero_variance_groups" in reg["evo_diagnostics"]["diagnostics"]
     assert set(reg["evo_gates"]["gates"]) >= {"validity", "statistical", "policy"}

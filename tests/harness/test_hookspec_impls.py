@@ -1,15 +1,14 @@
 """One implementation test per hookspec: a plugin implementing the hook is collected or called.
 
 The harness hooks are exercised in depth elsewhere (test_interventions, test_engine); here
-each hook gets a minimal third-party-style plugin so that a broken spec or manager shows up."""
+each hook gets a minimal third-party-style plugin so that a broken spec or manager shows up.
+The trainer hooks are gone: a plugin that implements one gets a clear error (the last test)."""
 
 from typing import Any
 
 import attrs
 
-from evo_core.api import Completion, RolloutBatch, RolloutItem, Task, Verdict
 from evo_core.hookspecs import hookimpl
-from evo_core.state import HarnessState
 from evo_events import Event, event_type
 
 
@@ -69,28 +68,6 @@ class Everything:
         self.seen.append(("commands", app))
 
     @hookimpl
-    def evo_task_weights(self, tasks, state, step):
-        return {tasks[0].task_id: 0.5}
-
-    @hookimpl
-    def evo_prompt_hint(self, task, state):
-        return f"hint for {task.task_id}"
-
-    @hookimpl
-    def evo_hyperparameters(self, params, state, step):
-        return {"temperature": params["temperature"] + step}
-
-    @hookimpl
-    def evo_transform_rewards(self, batch, state):
-        for it in batch.items:
-            if it.reward is not None:
-                it.reward *= 0.5
-
-    @hookimpl
-    def evo_filter_rollouts(self, batch, state):
-        batch.items[0].mask = False
-
-    @hookimpl
     def evo_on_events(self, run_id, events):
         self.seen.append(("events", run_id, len(events)))
 
@@ -108,16 +85,6 @@ def test_every_hook_is_collected_or_called(evo_plugins, evo_plugin):
     assert "hooktest_sink" in pm.sink_names()
     pm.register_commands("APP")
     assert ("commands", "APP") in p.seen
-    s, t = HarnessState(), Task(task_id="a", prompt="")
-    assert {"a": 0.5} in pm.task_weights([t], s, 1)
-    assert "hint for a" in pm.prompt_hints(t, s)
-    assert {"temperature": 3.0} in pm.hyperparameters({"temperature": 1.0}, s, 2)
-    items = [RolloutItem(rollout_id=str(i), group_id="g", task=t, completion=Completion(text=""),
-                         verdict=Verdict(reward=1.0, correct=True), reward=1.0) for i in range(2)]
-    batch = RolloutBatch(step=1, items=items)
-    pm.transform_rewards(batch, s)
-    pm.filter_rollouts(batch, s)
-    assert [i.reward for i in items] == [0.5, 0.5] and [i.mask for i in items] == [False, True]
     pm.on_events("r", [Thing(run_id="r", x=1)])
     assert ("events", "r", 1) in p.seen
 
@@ -128,29 +95,29 @@ def test_the_facade_uses_pluggys_own_calling(evo_plugins, evo_plugin):
 
     class First:
         @hookimpl(tryfirst=True)
-        def evo_prompt_hint(self, task, state):
+        def evo_register_gates(self):
             order.append("first")
-            return "first"
+            return [_Named("first_gate")]
 
     class Broken:
         @hookimpl
-        def evo_prompt_hint(self, task, state):
+        def evo_register_gates(self):
             raise RuntimeError("boom")
 
     class Wrapper:
         @hookimpl(wrapper=True)
-        def evo_prompt_hint(self, task, state):
+        def evo_register_gates(self):
             order.append("wrapper-in")
             out = yield
             order.append("wrapper-out")
-            return out + ["wrapped"]
+            return out + [[_Named("wrapped_gate")]]
 
     pm = evo_plugin(Broken(), name="broken")
     evo_plugin(First(), name="first")
     evo_plugin(Wrapper(), name="wrapper")
     with pm.capture_failures() as failures:
-        hints = pm.prompt_hints(Task(task_id="a", prompt=""), HarnessState())
-    assert hints[0] == "first" and hints[-1] == "wrapped" and order == ["wrapper-in", "first", "wrapper-out"]
+        names = list(pm.gates())
+    assert names[0] == "first_gate" and names[-1] == "wrapped_gate" and order == ["wrapper-in", "first", "wrapper-out"]
     assert [f.plugin for f in failures] == ["broken"] and failures[0].error_type == "RuntimeError"
     from evo_core.plugins import RequiredPluginFailed
 
@@ -158,4 +125,43 @@ def test_the_facade_uses_pluggys_own_calling(evo_plugins, evo_plugin):
         import pytest
 
         with pytest.raises(RequiredPluginFailed, match="boom"):
-            pm.prompt_hints(Task(task_id="a", prompt=""), HarnessState())
+            pm.gates()
+
+
+def test_a_removed_trainer_hook_is_a_clear_error_not_a_silent_no_op():
+    """The five trainer hooks are gone (one way to change training: interventions). pluggy
+    reports an implementation of an unknown hook at ``check_pending``; the message for a
+    removed one says what to do instead."""
+    import pluggy
+    import pytest
+
+    from evo_core import hookspecs
+    from evo_core.plugins import PluginManager
+
+    assert set(hookspecs.REMOVED_HOOKS) == {"evo_task_weights", "evo_prompt_hint", "evo_hyperparameters",
+                                            "evo_transform_rewards", "evo_filter_rollouts"}
+    for name in hookspecs.REMOVED_HOOKS:
+        assert not hasattr(hookspecs, name)  # no spec: nothing would ever call it
+        msg = hookspecs.removed_hook_message(name, "old_plugin")
+        assert msg.startswith(f"plugin 'old_plugin' implements {name}") and "use an intervention" in msg
+        assert "\n" not in msg
+    assert "new_reward" in hookspecs.removed_hook_message("evo_transform_rewards")
+    assert "mask(" in hookspecs.removed_hook_message("evo_filter_rollouts")
+    with pytest.raises(KeyError):
+        hookspecs.removed_hook_message("evo_no_such_hook")
+
+    class Old:
+        @hookimpl
+        def evo_transform_rewards(self, batch, state):
+            pass
+
+        @hookimpl
+        def evo_register_gates(self):
+            return []
+
+    assert hookspecs.removed_hooks_of(Old()) == ["evo_transform_rewards"]
+    assert hookspecs.removed_hooks_of(Everything()) == []
+    pm = PluginManager(load_entrypoints=False)
+    pm.register(Old(), name="old")
+    with pytest.raises(pluggy.PluginValidationError, match="evo_transform_rewards"):
+        pm._pm.check_pending()

@@ -1,4 +1,4 @@
-"""The RL session: hook order, reward transforms, masks, infra errors, forks."""
+"""The RL session: intervention effects in order, reward transforms, masks, infra errors, forks."""
 
 import pytest
 import torch
@@ -20,68 +20,90 @@ def _pm(*plugins):
     return pm
 
 
+def _active(*names, **params):
+    """A harness state with ``names`` active the way ``[harness.interventions.NAME]`` makes them."""
+    from evo_core.state import apply
+    from evo_events import RunStarted
+
+    table = {n: dict(params.get(n, {})) for n in names}
+    return apply(HarnessState(), RunStarted(run_id="r", config={"harness": {"interventions": table}}, config_hash="",
+                                            seed=0, harness_mode="fixed", code_version="", started_at=""))
+
+
 class Recorder:
+    """One intervention with every effect of a step: what the five trainer hooks used to do."""
+
+    name, version, kind, changes, targets = "recorder", "1", "reward_shaping", "everything", ()
+    default_params = {"temperature": 0.5}
+
     def __init__(self):
         self.calls = []
 
-    @hookimpl
-    def evo_task_weights(self, tasks, state, step):
+    def task_weights(self, tasks, params):
         self.calls.append("task_weights")
         return {tasks[0].task_id: 1e7}  # nearly every prompt becomes task 0
 
-    @hookimpl
-    def evo_prompt_hint(self, task, state):
+    def hyperparameters(self, current, params):
+        self.calls.append("hyperparameters")
+        return {"temperature": params["temperature"], "not_a_knob": 1}
+
+    def prompt_hint(self, task, params):
         if "prompt_hint" not in self.calls:
             self.calls.append("prompt_hint")
         return None
 
-    @hookimpl
-    def evo_hyperparameters(self, params, state, step):
-        self.calls.append("hyperparameters")
-        return {"temperature": 0.5, "not_a_knob": 1}
+    def new_reward(self, view, params):
+        if "new_reward" not in self.calls:
+            self.calls.append("new_reward")
+        return -1.0 if view.signals["numbers_found"] != 1 else None
 
-    @hookimpl
-    def evo_transform_rewards(self, batch, state):
-        self.calls.append("transform_rewards")
-        assert batch.hyperparameters["temperature"] == 0.5
-        for it in batch.items:
-            if it.reward is not None:
-                it.reward = -1.0 if it.verdict.signals["numbers_found"] != 1 else it.reward
-
-    @hookimpl
-    def evo_filter_rollouts(self, batch, state):
-        self.calls.append("filter_rollouts")
-        batch.items[0].mask = False
+    def mask(self, views, params):
+        self.calls.append("mask")
+        return {views[0].rollout_id}
 
 
-def test_hooks_run_in_order_and_act(tiny_cfg):
+def _registering(*interventions):
+    class P:
+        @hookimpl
+        def evo_register_interventions(self):
+            return list(interventions)
+
+    return P()
+
+
+def test_interventions_act_at_every_stage_in_order(tiny_cfg):
     rec = Recorder()
-    session, _ = build_session(tiny_cfg(), _pm(rec))
-    res = session.rl_step(HarnessState())
-    assert rec.calls == ["task_weights", "hyperparameters", "prompt_hint", "transform_rewards", "filter_rollouts"]
+    session, _ = build_session(tiny_cfg(), _pm(_registering(rec)))
+    res = session.rl_step(_active("recorder"))
+    assert rec.calls == ["task_weights", "hyperparameters", "prompt_hint", "new_reward", "mask"]
     # (hyperparameters are read before prompts are built because they may change prompts_per_step)
     assert res.hyperparameters["temperature"] == 0.5 and "not_a_knob" not in res.hyperparameters
     ids = [it.task.task_id for it in res.items]
     assert ids.count(session.train_tasks[0].task_id) > len(ids) // 2
-    assert res.extra[0]["advantage"] is None  # filtered
+    assert res.extra[0]["advantage"] is None  # masked
     for it in res.items:
         if it.verdict.signals["numbers_found"] != 1:
-            assert it.reward == -1.0  # transformed reward is what trains…
+            assert it.reward == -1.0 and it.notes["interventions"] == ["recorder"]  # the new reward trains…
     assert all(it.verdict.reward in (0.0, 1.0) for it in res.items)  # …the verifier's stays on record
-    assert all(it.features and "chars" in it.features for it in res.items)  # generic features, before any hook
+    assert all(it.features and "chars" in it.features for it in res.items)  # generic features, before any effect
 
 
-class Boom:
-    @hookimpl
-    def evo_transform_rewards(self, batch, state):
-        raise RuntimeError("plugin bug")
+def test_a_configured_intervention_is_active_from_the_first_step(tiny_cfg):
+    """``[harness.interventions.NAME]``: folded into the state at RunStarted, like a promotion."""
+    rec = Recorder()
+    cfg = tiny_cfg(harness={"interventions": {"recorder": {"temperature": 0.25}}})
+    session, _ = build_session(cfg, _pm(_registering(rec)))
+    from evo_core.state import fold
+    from evo_events import RunStarted
 
-
-def test_raising_plugin_is_recorded_and_the_step_goes_on(tiny_cfg):
-    session, _ = build_session(tiny_cfg(), _pm(Boom()))
-    res = session.rl_step(HarnessState())
-    assert res.updated
-    assert [(f.plugin, f.hook, f.error_type) for f in res.failures] == [("p0", "evo_transform_rewards", "RuntimeError")]
+    state = fold([RunStarted(run_id="r", config=cfg.to_dict(), config_hash="", seed=0, harness_mode="fixed",
+                             code_version="", started_at="")])
+    assert [(a.proposal_id, a.name, a.params) for a in state.interventions.values()] == \
+        [("config:recorder", "recorder", {"temperature": 0.25})]
+    assert session.rl_step(state).hyperparameters["temperature"] == 0.25
+    off = tiny_cfg(harness={"interventions": {"recorder": {"enabled": False}}})
+    assert not fold([RunStarted(run_id="r", config=off.to_dict(), config_hash="", seed=0, harness_mode="fixed",
+                                code_version="", started_at="")]).interventions
 
 
 class FlakyDomain(ArithmeticDomain):
@@ -103,20 +125,28 @@ class FlakyDomain(ArithmeticDomain):
         return super().verify(task, completion)
 
 
+class PayAll:
+    """A buggy shaper that would score infra errors if the core let it."""
+
+    name, version, kind, changes, targets, default_params = "pay_all", "1", "reward_shaping", "reward: 1", (), {}
+
+    def new_reward(self, view, params):
+        return 1.0
+
+
 class FlakyPlugin:
     @hookimpl
     def evo_register_domains(self):
         return [FlakyDomain()]
 
     @hookimpl
-    def evo_transform_rewards(self, batch, state):
-        for it in batch.items:
-            it.reward = 1.0  # a buggy shaper that would score infra errors
+    def evo_register_interventions(self):
+        return [PayAll()]
 
 
 def test_infra_errors_are_masked_never_scored(tiny_cfg):
     session, _ = build_session(tiny_cfg(task={"domain": "flaky", "options": {}}), _pm(FlakyPlugin()))
-    res = session.rl_step(HarnessState())
+    res = session.rl_step(_active("pay_all"))
     infra = [i for i, it in enumerate(res.items) if it.verdict.infra_error]
     assert infra
     for i in infra:
@@ -189,18 +219,20 @@ def test_the_reference_trains_on_the_oracle(tiny_cfg):
 class SomeTasksPay:
     """Only groups of tasks whose first operand is 1 mod 4 carry a learning signal."""
 
-    @hookimpl
-    def evo_transform_rewards(self, batch, state):
-        seen = set()
-        for it in batch.items:
-            first = it.group_id not in seen
-            seen.add(it.group_id)
-            it.reward = 1.0 if (first and it.task.meta["a"] % 4 == 1) else 0.0
+    name, version, kind, changes, targets, default_params = "some_pay", "1", "reward_shaping", "reward", (), {}
+
+    def __init__(self):
+        self.seen = set()  # group ids are unique per step: the first rollout of each group pays
+
+    def new_reward(self, view, params):
+        first = view.group_id not in self.seen
+        self.seen.add(view.group_id)
+        return 1.0 if (first and int(view.task_id.split("-")[1]) % 4 == 1) else 0.0
 
 
 def test_dapo_refill_samples_until_the_batch_is_informative(tiny_cfg):
-    session, _ = build_session(tiny_cfg(rl={"algorithm": "dapo", "dynamic_sampling_rounds": 8}), _pm(SomeTasksPay()))
-    res = session.rl_step(HarnessState())
+    session, _ = build_session(tiny_cfg(rl={"algorithm": "dapo", "dynamic_sampling_rounds": 8}), _pm(_registering(SomeTasksPay())))
+    res = session.rl_step(_active("some_pay"))
     trained = {it.group_id for it, e in zip(res.items, res.extra) if e["advantage"] is not None}
     assert len(trained) == 4  # prompts_per_step informative groups, trimmed to size
     assert all(it.task.meta["a"] % 4 == 1 for it in res.items if it.group_id in trained)
@@ -211,18 +243,23 @@ def test_dapo_refill_samples_until_the_batch_is_informative(tiny_cfg):
 class AlternatingReward:
     """Every group gets rewards 1, 0, 1, 0, … so every group carries a signal."""
 
-    @hookimpl
-    def evo_transform_rewards(self, batch, state):
-        for i, it in enumerate(batch.items):
-            it.reward = float(i % 2 == 0)
+    name, version, kind, changes, targets, default_params = "alternating", "1", "reward_shaping", "reward", (), {}
+
+    def __init__(self):
+        self.i = -1  # the core calls new_reward once per rollout, in batch order
+
+    def new_reward(self, view, params):
+        self.i += 1
+        return float(self.i % 2 == 0)
 
 
 @pytest.mark.parametrize("algorithm", ["grpo", "dr_grpo", "dapo"])
 def test_gradient_accumulation_matches_the_whole_batch(tiny_cfg, algorithm):
-    whole, _ = build_session(tiny_cfg(rl={"algorithm": algorithm}), _pm(AlternatingReward()))
-    micro, _ = build_session(tiny_cfg(rl={"algorithm": algorithm, "micro_batch_size": 3}), _pm(AlternatingReward()))
+    whole, _ = build_session(tiny_cfg(rl={"algorithm": algorithm}), _pm(_registering(AlternatingReward())))
+    micro, _ = build_session(tiny_cfg(rl={"algorithm": algorithm, "micro_batch_size": 3}),
+                             _pm(_registering(AlternatingReward())))
     before = whole.policy.digest()
-    a, b = whole.rl_step(HarnessState()), micro.rl_step(HarnessState())
+    a, b = whole.rl_step(_active("alternating")), micro.rl_step(_active("alternating"))
     assert a.updated and b.updated and whole.policy.digest() != before
     assert a.metrics["loss"] == pytest.approx(b.metrics["loss"], abs=1e-5)
     for (n, p), (_, q) in zip(whole.policy.model.named_parameters(), micro.policy.model.named_parameters()):

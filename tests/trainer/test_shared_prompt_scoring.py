@@ -11,7 +11,7 @@ from evo_core.testing import require
 from evo_core.trainer.policy import HFPolicy
 from evo_core.trainer.tiny import TinyModelConfig
 
-from .test_session import AlternatingReward, _pm
+from .test_session import AlternatingReward, _active, _pm, _registering
 from .testlib import TINY_MODEL
 
 TOL = 1e-5
@@ -150,7 +150,6 @@ def test_an_rl_step_with_shared_prompts_matches_the_row_by_row_step(tiny_cfg, rl
     """``rl.shared_prompt_forward`` reaches every scoring pass of the update (the policy's, the
     old log-probs', the reference's), and the step moves the weights as the row-by-row one does."""
     from evo_core.run_setup import build_session
-    from evo_core.state import HarnessState
     from evo_core.trainer.policy import HFPolicy as Policy
 
     seen = []
@@ -162,15 +161,16 @@ def test_an_rl_step_with_shared_prompts_matches_the_row_by_row_step(tiny_cfg, rl
 
     sessions = {}
     for share in (False, True):
-        session, _ = build_session(tiny_cfg(rl={**rl, "shared_prompt_forward": share}), _pm(AlternatingReward()))
+        session, _ = build_session(tiny_cfg(rl={**rl, "shared_prompt_forward": share}),
+                                   _pm(_registering(AlternatingReward())))
         sessions[share] = session
     before = sessions[True].policy.digest()
     assert sessions[False].policy.digest() == before
     try:
         Policy.score = spy
-        off = sessions[False].rl_step(HarnessState())
+        off = sessions[False].rl_step(_active("alternating"))
         n_off = len(seen)
-        on = sessions[True].rl_step(HarnessState())
+        on = sessions[True].rl_step(_active("alternating"))
     finally:
         Policy.score = real
     assert seen[:n_off] == [False] * n_off and seen[n_off:] == [True] * (len(seen) - n_off) and len(seen) > n_off
@@ -187,6 +187,7 @@ def test_update_benchmark_reports_agreeing_modes(tmp_path, capsys, monkeypatch):
     import json
 
     import evo_core.plugins
+    import evo_core.state
 
     from .testlib import TINY_TOML
 
@@ -194,10 +195,12 @@ def test_update_benchmark_reports_agreeing_modes(tmp_path, capsys, monkeypatch):
 
     def with_alternating_rewards(*a, **kw):
         pm = real(*a, **kw)
-        pm.register(AlternatingReward(), name="alternating")
+        pm.register(_registering(AlternatingReward()), name="alternating")
         return pm
 
     monkeypatch.setattr(evo_core.plugins, "PluginManager", with_alternating_rewards)
+    # the benchmark steps with a fresh HarnessState: make it one where the intervention is active
+    monkeypatch.setattr(evo_core.state, "HarnessState", lambda: _active("alternating"))
     import benchmarks.update as bench
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(TINY_TOML + "[sft]\nenabled = false\n[rl]\nprompts_per_step = 6\ngroup_size = 4\nmax_new_tokens = 5\n")
