@@ -12,6 +12,7 @@ import attrs
 import pytest
 
 from evo_core.config import ConfigError, load_config
+from evo_core.config_checks import check_config
 from evo_core.testing import EVO_MAIN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,10 +71,19 @@ def test_overrides_are_checked_too(tmp_path):
 
 
 def test_every_shipped_config_passes_the_checks():
-    paths = [p for p in glob.glob(str(ROOT / "configs" / "**" / "*.toml"), recursive=True) if "/suite/" not in p]
+    paths = [p for p in glob.glob(str(ROOT / "configs" / "**" / "*.toml"), recursive=True)
+             if "/suite/" not in p and "/baselines/" not in p]
     assert len(paths) >= 4
     for p in paths:
-        load_config(p)  # the vLLM recipes' model_path defaults to policy.path
+        cfg = load_config(p)  # the vLLM recipes' model_path defaults to policy.path
+        for arm in cfg.run.harnesses:
+            check_config(cfg.for_arm(arm))
+    # the baselines are arm overlays, not run configs: each resolves over a config that names no mode
+    from evo_core.arms import ARMS
+
+    base = load_config(str(ROOT / "configs" / "quickstart.toml"))
+    for arm in ARMS:
+        check_config(base.for_arm(arm))
 
 
 def test_a_sink_plugin_that_does_not_name_its_sinks_turns_the_sink_check_off(tmp_path):
