@@ -115,38 +115,54 @@ def _fail(attribute: attrs.Attribute, message: str) -> None:
     raise FieldError(attribute.name, message)
 
 
-def count(minimum: int = 0) -> Callable[[Any, attrs.Attribute, Any], None]:
+@attrs.frozen
+class Count:
     """An integer >= ``minimum`` (``None`` passes: an optional field left unset)."""
 
-    def check(_inst: Any, attribute: attrs.Attribute, v: Any) -> None:
-        if v is not None and v < minimum:
-            _fail(attribute, f"must be an integer >= {minimum}, got {v!r}")
+    minimum: int = 0
 
-    return check
+    def __call__(self, _inst: Any, attribute: attrs.Attribute, v: Any) -> None:
+        if v is not None and v < self.minimum:
+            _fail(attribute, f"must be an integer >= {self.minimum}, got {v!r}")
 
 
-def number(lo: Optional[float] = None, hi: Optional[float] = None, *, lo_open: bool = False,
-           hi_open: bool = False) -> Callable[[Any, attrs.Attribute, Any], None]:
-    """A finite number in the given range (``None`` passes)."""
-    parts = []
-    if lo is not None:
-        parts.append(f"{'>' if lo_open else '>='} {lo:g}")
-    if hi is not None:
-        parts.append(f"{'<' if hi_open else '<='} {hi:g}")
-    want = "a finite number" + (" " + " and ".join(parts) if parts else "")
+@attrs.frozen
+class Number:
+    """A finite number in the range (``None`` passes)."""
 
-    def check(_inst: Any, attribute: attrs.Attribute, v: Any) -> None:
+    lo: Optional[float] = None
+    hi: Optional[float] = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    @property
+    def want(self) -> str:
+        parts = []
+        if self.lo is not None:
+            parts.append(f"{'>' if self.lo_open else '>='} {self.lo:g}")
+        if self.hi is not None:
+            parts.append(f"{'<' if self.hi_open else '<='} {self.hi:g}")
+        return "a finite number" + (" " + " and ".join(parts) if parts else "")
+
+    def __call__(self, _inst: Any, attribute: attrs.Attribute, v: Any) -> None:
         if v is None:
             return
         ok = math.isfinite(v)
-        if ok and lo is not None:
-            ok = v > lo if lo_open else v >= lo
-        if ok and hi is not None:
-            ok = v < hi if hi_open else v <= hi
+        if ok and self.lo is not None:
+            ok = v > self.lo if self.lo_open else v >= self.lo
+        if ok and self.hi is not None:
+            ok = v < self.hi if self.hi_open else v <= self.hi
         if not ok:
-            _fail(attribute, f"must be {want}, got {v!r}")
+            _fail(attribute, f"must be {self.want}, got {v!r}")
 
-    return check
+
+def count(minimum: int = 0) -> Count:
+    return Count(minimum)
+
+
+def number(lo: Optional[float] = None, hi: Optional[float] = None, *, lo_open: bool = False,
+           hi_open: bool = False) -> Number:
+    return Number(lo, hi, lo_open, hi_open)
 
 
 def one_of(*choices: Any) -> Callable[[Any, attrs.Attribute, Any], None]:
@@ -222,5 +238,5 @@ def structure(cls: type[T], data: Any, where: str = "") -> T:
         raise ConfigError(message(exc, where)) from None
 
 
-__all__ = ["CONVERTER", "FieldError", "PluginTables", "count", "matches", "message", "non_empty", "number",
+__all__ = ["CONVERTER", "Count", "FieldError", "Number", "PluginTables", "count", "matches", "message", "non_empty", "number",
            "one_of", "structure"]

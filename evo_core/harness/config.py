@@ -77,7 +77,7 @@ class BacktestConfig:
     min_precision: float = F(default=0.7, validator=number(0, 1))  # offline: a diagnostic/penalty must hit invalid rollouts…
     min_recall: float = F(default=0.5, validator=number(0, 1))
     max_false_positive: float = F(default=0.2, validator=number(0, 1))  # …without flagging genuine correct ones
-    seed: int = 0
+    seed: int = F(default=0, validator=count(0))
 
     @classmethod
     def from_dict(cls, data: Any) -> "BacktestConfig":
@@ -105,7 +105,7 @@ class AuditConfig:
     rate: float = F(default=0.05, validator=number(0, 1))  # an oracle budget of a few percent of training rollouts
     min_per_step: int = F(default=0, validator=count(0))
     regrade_rate: float = F(default=0.05, validator=number(0, 1))  # oracle re-grades an oracle_regrade repair may ask for, per step
-    seed: int = 0
+    seed: int = F(default=0, validator=count(0))
 
     @classmethod
     def from_dict(cls, data: Any) -> "AuditConfig":
