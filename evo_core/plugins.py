@@ -20,7 +20,7 @@ import functools
 import importlib.metadata as md
 import os
 import traceback
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import attrs
 import pluggy
@@ -28,6 +28,13 @@ import pluggy
 from evo_core import hookspecs
 from evo_core.hookspecs import PROJECT
 from evo_events import Emitter, PluginFailed
+
+if TYPE_CHECKING:
+    from evo_core.api.domain import Domain
+    from evo_core.api.evidence import Diagnostic
+    from evo_core.api.harness import Backtester, Gate, Proposer
+    from evo_core.api.interventions import Intervention
+    from evo_core.api.trainer import Sink
 
 DISABLE_ENV = "EVO_DISABLE_PLUGINS"
 _REQUIRED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("evo_required_plugins", default=frozenset())
@@ -231,25 +238,25 @@ class PluginManager:
             out.setdefault(obj.name, obj)  # the first registered (highest priority) wins
         return out
 
-    def domains(self) -> dict[str, Any]:
+    def domains(self) -> dict[str, "Domain"]:
         return self._by_name(self._pm.hook.evo_register_domains())
 
-    def diagnostics(self) -> dict[str, Any]:
+    def diagnostics(self) -> dict[str, "Diagnostic"]:
         return self._by_name(self._pm.hook.evo_register_diagnostics())
 
-    def interventions(self) -> dict[str, Any]:
+    def interventions(self) -> dict[str, "Intervention"]:
         return self._by_name(self._pm.hook.evo_register_interventions())
 
-    def proposers(self) -> dict[str, Any]:
+    def proposers(self) -> dict[str, "Proposer"]:
         return self._by_name(self._pm.hook.evo_register_proposers())
 
-    def backtesters(self) -> dict[str, Any]:
+    def backtesters(self) -> dict[str, "Backtester"]:
         return self._by_name(self._pm.hook.evo_register_backtesters())
 
-    def gates(self) -> dict[str, Any]:
+    def gates(self) -> dict[str, "Gate"]:
         return self._by_name(self._pm.hook.evo_register_gates())
 
-    def sinks(self, config: Mapping[str, Any]) -> list[Any]:
+    def sinks(self, config: Mapping[str, Any]) -> list["Sink"]:
         return self._collect(self._pm.hook.evo_register_sinks(config=config))
 
     def sink_names(self) -> Optional[set[str]]:
@@ -266,7 +273,7 @@ class PluginManager:
     def register_commands(self, app: Any) -> None:
         self._pm.hook.evo_register_commands(app=app)
 
-    def domain(self, name: str) -> Any:
+    def domain(self, name: str) -> "Domain":
         found = self.domains()
         if name not in found:
             have = ", ".join(sorted(found)) or "none"
