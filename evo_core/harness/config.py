@@ -1,11 +1,14 @@
 """``[harness]`` config: the typed, validated settings of the harness engine.
 
 The trainer's run config embeds this table as ``[harness]``; ``HarnessConfig.from_dict``
-validates it. An unknown key is a clear one-line error naming the key (a typo in a
-config must never silently fall back to a default).
+merges the tables of named plugins with the defaults and validates it through the one config
+schema (``evo_core.config_schema``). An unknown key, a wrong type, NaN or a value out of range
+is a clear one-line error naming the key (a typo must never silently fall back to a default);
+the plugin tables' parameters are checked against each plugin's declared ``parameters`` when the
+config is loaded (``evo_core.config_checks``).
 
     [harness]
-    mode = "evolving"                 # or "fixed": diagnoses and logs, never changes itself
+    mode = "evolving"                 # set by the run arm; "fixed": diagnoses and logs, never changes itself
     window_steps = 10                 # evidence window (steps of rollouts) a diagnostic reads
     diagnose_every = 5
     skills_from = []                  # store URLs ("sqlite:///x.sqlite") or skill files (.json)
