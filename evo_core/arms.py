@@ -55,6 +55,11 @@ def overlay(arm: str) -> dict[str, Any]:
         raise ArmError(f"arm {arm!r}: cannot read its overlay {str(path)!r}: {exc.strerror}") from None
 
 
+def mode_of(arm: str) -> str:
+    """The ``[harness] mode`` arm ``arm`` runs ("" if its overlay does not say)."""
+    return str((overlay(arm).get("harness") or {}).get("mode") or "")
+
+
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():

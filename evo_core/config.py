@@ -11,35 +11,36 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import sys
-import types
-import typing
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Optional
 
 import attrs
 
 from evo_core.config_base import ConfigError, is_suite_definition, tomllib  # noqa: F401 (re-exported)
+from evo_core.config_schema import count, matches, non_empty, number, one_of, structure
 
 
 # --- tables ---------------------------------------------------------------------------------
+# Each field's range is its attrs validator (evo_core.config_schema); cattrs structures the TOML.
+
+F = attrs.field
+_DEVICE = r"(cpu|cuda|mps|xpu|hpu|npu|meta)(:\d+)?"
 
 
 @attrs.frozen(kw_only=True)
 class RunSection:
     name: str = "run"
-    seed: int = 0
-    steps: int = 100
+    seed: int = F(default=0, validator=count(0))
+    steps: int = F(default=100, validator=count(1))
     harnesses: tuple[str, ...] = ("evolving",)  # harness arms (evo_core.arms), one run each, same seed and data
     arm: str = ""  # the arm this resolved config is (set by for_arm)
-    eval_every: int = 10  # held-out evaluation every N steps (and at the first and last step)
+    eval_every: int = F(default=10, validator=count(1))  # held-out evaluation every N steps (and at the first and last step)
     eval_at_start: bool = True  # evaluate the starting checkpoint (step 0)
     checkpoint_dir: str = ".evo/checkpoints"  # resume checkpoints, one per committed step (older ones GC'd)
     checkpoint_blobs: bool = False  # also put each step's weights in the blob store (PolicyUpdated.checkpoint)
-    threads: int = 0  # torch intra-op threads; 0 leaves torch's default
-    device: str = "cpu"
+    threads: int = F(default=0, validator=count(0))  # torch intra-op threads; 0 leaves torch's default
+    device: str = F(default="cpu", validator=matches(_DEVICE, "a torch device such as 'cpu', 'cuda' or 'cuda:0'"))
     progress: bool = True  # the rich progress display, in a terminal only
-    log_every: int = 10  # without a terminal (or progress off): one structlog line every N steps
+    log_every: int = F(default=10, validator=count(1))  # without a terminal (or progress off): one structlog line every N steps
     trajectories: bool = True  # write rollout trajectories to the blob store (one blob per step)
 
 
@@ -49,41 +50,44 @@ class TaskSection:
     train: str = "generate://addition?digits=2&validation=200&test=400&seed=0"
     validation: str = ""  # what gates, backtests and diagnostics read; default: the train source, split "validation"
     test: str = ""  # read by nothing but the report; default: the train source, split "test"
-    validation_limit: Optional[int] = None
-    test_limit: Optional[int] = None
-    validation_fraction: float = 0.0  # > 0: carve validation from train by a stable hash of task ids
-    reward: str = "verifier"  # "verifier" trains on the domain's verifier; "oracle" on its strict oracle (the reference)
+    validation_limit: Optional[int] = F(default=None, validator=count(0))
+    test_limit: Optional[int] = F(default=None, validator=count(0))
+    # > 0: carve validation from train by a stable hash of task ids
+    validation_fraction: float = F(default=0.0, validator=number(0, 1, hi_open=True))
+    # "verifier" trains on the domain's verifier; "oracle" on its strict oracle (the reference)
+    reward: str = F(default="verifier", validator=one_of("verifier", "oracle"))
     format: str = "auto"
     options: dict[str, Any] = attrs.Factory(dict)  # passed to the domain's ``configure`` when it has one
 
 
 @attrs.frozen(kw_only=True)
 class TinySection:
-    arch: str = "llama"
-    hidden_size: int = 128
-    num_layers: int = 4
-    num_heads: int = 4
-    num_kv_heads: int = 4
-    intermediate_size: int = 512
-    max_positions: int = 128
+    arch: str = F(default="llama", validator=one_of("llama", "qwen2"))
+    hidden_size: int = F(default=128, validator=count(1))
+    num_layers: int = F(default=4, validator=count(1))
+    num_heads: int = F(default=4, validator=count(1))
+    num_kv_heads: int = F(default=4, validator=count(1))
+    intermediate_size: int = F(default=512, validator=count(1))
+    max_positions: int = F(default=128, validator=count(1))
     tie_embeddings: bool = True
-    chars: str = "0123456789+-=, "
+    chars: str = F(default="0123456789+-=, ", validator=non_empty)
 
 
 @attrs.frozen(kw_only=True)
 class LoraSection:
     enabled: bool = False
-    r: int = 8
-    alpha: int = 16
-    dropout: float = 0.0
+    r: int = F(default=8, validator=count(1))
+    alpha: int = F(default=16, validator=count(1))
+    dropout: float = F(default=0.0, validator=number(0, 1, hi_open=True))
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
 @attrs.frozen(kw_only=True)
 class PolicySection:
-    kind: str = "tiny"  # "tiny" (embedded, built from [policy.tiny]) | "hf" (a local transformers directory)
+    # "tiny" (embedded, built from [policy.tiny]) | "hf" (a local transformers directory)
+    kind: str = F(default="tiny", validator=one_of("tiny", "hf"))
     path: str = ""
-    dtype: str = ""  # "", "float32", "bfloat16"
+    dtype: str = F(default="", validator=one_of("", "float32", "float16", "bfloat16"))
     tiny: TinySection = attrs.Factory(TinySection)
     lora: LoraSection = attrs.Factory(LoraSection)
 
@@ -91,60 +95,63 @@ class PolicySection:
 @attrs.frozen(kw_only=True)
 class SFTSection:
     enabled: bool = False
-    steps: int = 500
-    batch_size: int = 128
-    lr: float = 1e-3
-    warmup_steps: int = 50
-    min_lr: float = 1e-4
-    weight_decay: float = 0.0
+    steps: int = F(default=500, validator=count(1))
+    batch_size: int = F(default=128, validator=count(1))
+    lr: float = F(default=1e-3, validator=number(0))
+    warmup_steps: int = F(default=50, validator=count(0))
+    min_lr: float = F(default=1e-4, validator=number(0))
+    weight_decay: float = F(default=0.0, validator=number(0))
     options: dict[str, Any] = attrs.Factory(dict)  # passed to the domain's ``sft_target`` (e.g. the share of targets that plant the flaw)
     cache_dir: str = ".evo/cache/sft"  # SFT checkpoints keyed by config hash; "" disables the cache
     # the warm start's own seed (its initial weights, batches and plants); unset = run.seed. Set, every
     # run seed RL-trains from one warm start, as runs from one base model do.
-    seed: Optional[int] = None
+    seed: Optional[int] = F(default=None, validator=count(0))
 
 
 @attrs.frozen(kw_only=True)
 class RLSection:
-    algorithm: str = "grpo"  # grpo | dr_grpo | dapo
-    prompts_per_step: int = 32
-    group_size: int = 8
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 8
+    algorithm: str = F(default="grpo", validator=one_of("grpo", "dr_grpo", "dapo"))
+    prompts_per_step: int = F(default=32, validator=count(1))
+    group_size: int = F(default=8, validator=count(1))
+    temperature: float = F(default=1.0, validator=number(0))
+    top_p: float = F(default=1.0, validator=number(0, 1, lo_open=True))
+    max_new_tokens: int = F(default=8, validator=count(1))
     stop: tuple[str, ...] = ()
-    lr: float = 1e-4
-    warmup_steps: int = 30
-    lr_schedule: str = "constant"  # constant | cosine (to min_lr over run.steps)
-    min_lr: float = 0.0
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    clip_low: float = 0.2
-    clip_high: Optional[float] = None  # None: clip_low, or 0.28 for dapo (clip-higher)
-    kl_coef: float = 0.0
-    updates_per_step: int = 1  # optimizer steps (minibatches) per RL step
-    micro_batch_size: int = 0  # sequences per forward (gradient accumulation); 0: whole minibatch
+    lr: float = F(default=1e-4, validator=number(0))
+    warmup_steps: int = F(default=30, validator=count(0))
+    # constant | cosine (to min_lr over run.steps)
+    lr_schedule: str = F(default="constant", validator=one_of("constant", "cosine"))
+    min_lr: float = F(default=0.0, validator=number(0))
+    weight_decay: float = F(default=0.0, validator=number(0))
+    grad_clip: float = F(default=1.0, validator=number(0))
+    clip_low: float = F(default=0.2, validator=number(0))
+    clip_high: Optional[float] = F(default=None, validator=number(0))  # None: clip_low, or 0.28 for dapo (clip-higher)
+    kl_coef: float = F(default=0.0, validator=number(0))
+    updates_per_step: int = F(default=1, validator=count(1))  # optimizer steps (minibatches) per RL step
+    micro_batch_size: int = F(default=0, validator=count(0))  # sequences per forward (gradient accumulation); 0: whole minibatch
     # the update scores a group's prompt once and shares its cache (same function; float sums in
     # another order, so false reproduces runs logged before it bit for bit)
     shared_prompt_forward: bool = True
     scale_rewards: Optional[bool] = None  # divide advantages by the group std; None: by algorithm
-    loss_agg: str = ""  # seq_mean_token_mean | token_mean | seq_mean_token_sum_norm; "": by algorithm
+    # seq_mean_token_mean | token_mean | seq_mean_token_sum_norm; "": by algorithm
+    loss_agg: str = F(default="", validator=one_of("", "seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"))
     dynamic_sampling: Optional[bool] = None  # drop zero-variance groups; None: by algorithm (dapo: on)
-    dynamic_sampling_rounds: int = 0  # extra sampling rounds to refill the batch with informative groups
-    overlong: str = "none"  # none | filter (mask truncated) | soft (DAPO soft penalty)
-    overlong_buffer: int = 2  # tokens before the limit where the soft penalty ramps in
-    overlong_penalty: float = 1.0
-    rollout: str = "single"  # single (one sampled completion) | episode (the domain's run_episode, multi-turn)
-    episode_max_turns: int = 0  # episode: at most this many policy replies; 0: the domain's own budget
+    dynamic_sampling_rounds: int = F(default=0, validator=count(0))  # extra sampling rounds to refill the batch with informative groups
+    overlong: str = F(default="none", validator=one_of("none", "filter", "soft"))  # none | filter (mask truncated) | soft (DAPO soft penalty)
+    overlong_buffer: int = F(default=2, validator=count(0))  # tokens before the limit where the soft penalty ramps in
+    overlong_penalty: float = F(default=1.0, validator=number(0))
+    # single (one sampled completion) | episode (the domain's run_episode, multi-turn)
+    rollout: str = F(default="single", validator=one_of("single", "episode"))
+    episode_max_turns: int = F(default=0, validator=count(0))  # episode: at most this many policy replies; 0: the domain's own budget
 
 
 @attrs.frozen(kw_only=True)
 class EvalSection:
-    samples: int = 4  # sampled completions per held-out item (item score = fraction strictly correct)
-    temperature: float = 1.0
+    samples: int = F(default=4, validator=count(0))  # sampled completions per held-out item (item score = fraction strictly correct)
+    temperature: float = F(default=1.0, validator=number(0))
     greedy: bool = True  # also score the greedy completion
-    max_new_tokens: int = 0  # 0: the RL setting
-    test_every: int = 0  # test-split evaluation every N steps for the report (0: with every validation eval)
+    max_new_tokens: int = F(default=0, validator=count(0))  # 0: the RL setting
+    test_every: int = F(default=0, validator=count(0))  # test-split evaluation every N steps for the report (0: with every validation eval)
 
 
 @attrs.frozen(kw_only=True)
@@ -165,7 +172,8 @@ class RunConfig:
 
     @property
     def mode(self) -> str:
-        return str(self.harness.get("mode", "evolving"))
+        """The harness mode: set by the run's arm (``for_arm``); an unresolved config is evolving."""
+        return str(self.harness.get("mode") or "evolving")
 
     def for_arm(self, arm: str) -> "RunConfig":
         """This config as one run of harness arm ``arm`` (``evo_core.arms``): its overlay
@@ -194,100 +202,33 @@ def config_hash(d: Mapping[str, Any]) -> str:
 
 # --- validation -----------------------------------------------------------------------------
 
-_ALLOWED = {
-    ("rl", "algorithm"): ("grpo", "dr_grpo", "dapo"),
-    ("rl", "lr_schedule"): ("constant", "cosine"),
-    ("rl", "overlong"): ("none", "filter", "soft"),
-    ("rl", "rollout"): ("single", "episode"),
-    ("rl", "loss_agg"): ("", "seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"),
-    ("policy", "kind"): ("tiny", "hf"),
-    ("policy", "tiny", "arch"): ("llama", "qwen2"),
-    ("policy", "dtype"): ("", "float32", "float16", "bfloat16"),
-    ("task", "reward"): ("verifier", "oracle"),
-}
-_POSITIVE = {("run", "steps"), ("rl", "prompts_per_step"), ("rl", "group_size"), ("rl", "max_new_tokens"),
-             ("rl", "updates_per_step"), ("run", "eval_every"), ("sft", "batch_size"), ("sft", "steps"),
-             ("run", "log_every")}
-# Finite and >= 0: a NaN or negative learning rate or temperature trains garbage without an error.
-_NON_NEGATIVE = {("rl", "lr"), ("rl", "min_lr"), ("sft", "lr"), ("sft", "min_lr"), ("rl", "temperature"),
-                 ("eval", "temperature"), ("rl", "kl_coef"), ("rl", "grad_clip")}
 MODES = ("fixed", "evolving")  # what an arm's [harness] mode is
 
 
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", str(tp)).replace("typing.", "")
+def _check_mode(mode: Any, arms: tuple[str, ...]) -> None:
+    """The run arm sets ``[harness] mode``; a config may leave it out, or name the same mode
+    as every arm it runs. A conflict is an error, not a silent overwrite."""
+    if not mode:
+        return
+    from evo_core.arms import ArmError, mode_of
 
-
-def _coerce(value: Any, tp: Any, key: str) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(value, inner[0], key)
-    if attrs.has(tp):
-        return _structure(tp, value, key)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"config key {key!r} must be true or false, got {value!r}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"config key {key!r} must be an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"config key {key!r} must be a number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"config key {key!r} must be a string, got {value!r}")
-        return value
-    if origin is tuple:
-        if isinstance(value, str) or not isinstance(value, (list, tuple)):
-            raise ConfigError(f"config key {key!r} must be a list, got {value!r}")
-        (elem, *_rest) = typing.get_args(tp)
-        return tuple(_coerce(v, elem, f"{key}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"config key {key!r} must be a table, got {value!r}")
-        return dict(value)
-    return value
-
-
-def _structure(cls: type, data: Any, where: str) -> Any:
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"config key {where!r} must be a table, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in attrs.fields(cls)}
-    kw = {}
-    for key, value in data.items():
-        full = f"{where}.{key}" if where else key
-        if key not in fields:
-            raise ConfigError(f"unknown config key {full!r} (known keys in {where or 'the top level'}: {', '.join(fields)})")
-        kw[key] = _coerce(value, hints[key], full)
-        path = tuple(full.split("."))
-        if path in _ALLOWED and kw[key] not in _ALLOWED[path]:
-            raise ConfigError(f"config key {full!r} must be one of {', '.join(map(repr, _ALLOWED[path]))}, got {kw[key]!r}")
-        if path in _POSITIVE and kw[key] < 1:
-            raise ConfigError(f"config key {full!r} must be >= 1, got {kw[key]!r}")
-        if path in _NON_NEGATIVE and not (math.isfinite(kw[key]) and kw[key] >= 0):
-            raise ConfigError(f"config key {full!r} must be a finite number >= 0, got {kw[key]!r}")
-    return cls(**kw)
+    for arm in arms:
+        try:
+            arm_mode = mode_of(arm)
+        except ArmError as exc:
+            raise ConfigError(str(exc)) from None
+        if arm_mode and arm_mode != mode:
+            raise ConfigError(f"config key 'harness.mode' is {mode!r}, but run arm {arm!r} runs {arm_mode!r}: "
+                              f"the arm sets the mode, so leave harness.mode out of the config")
 
 
 def _validate_harness(h: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate ``[harness]`` with the harness engine's own schema when it is installed."""
-    try:
-        from evo_core.harness.config import HarnessConfig
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("evo_core.harness"):
-            raise
-        return dict(h)
+    """``[harness]`` through the same schema (its tables of named plugins merged with the defaults)."""
+    from evo_core.harness.config import HarnessConfig
+
     try:
         return HarnessConfig.from_dict(dict(h)).to_dict()
-    except ValueError as exc:
+    except ConfigError as exc:
         raise ConfigError(str(exc)) from None
 
 
@@ -335,7 +276,7 @@ def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     harness = data.pop("harness", {}) or {}
     if not isinstance(harness, Mapping):
         raise ConfigError(f"config key 'harness' must be a table, got {harness!r}")
-    cfg = _structure(RunConfig, data, "")
+    cfg = structure(RunConfig, data)
     from evo_core.arms import ARMS
 
     for arm in cfg.run.harnesses:
@@ -351,7 +292,9 @@ def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
         DistributedSettings.from_mapping(cfg.distributed)
     except DistributedConfigError as exc:
         raise ConfigError(str(exc)) from None
-    return attrs.evolve(cfg, harness=_validate_harness(harness))
+    checked = _validate_harness(harness)
+    _check_mode(checked.get("mode"), cfg.run.harnesses)
+    return attrs.evolve(cfg, harness=checked)
 
 
 def load_config(path: str, overrides: Optional[list[str]] = None, *, plugins: Any = None,

@@ -40,10 +40,14 @@ def check_plugin_names(cfg: Any, plugins: Any) -> None:
         ("diagnostics", "diagnostic", plugins.diagnostics), ("gates", "gate", plugins.gates),
         ("proposers", "proposer", plugins.proposers), ("interventions", "intervention", plugins.interventions)]
     for table, what, getter in tables:
-        named = [n for n, p in (h.get(table) or {}).items()
-                 if not (isinstance(p, Mapping) and (p.get("enabled") is False or p.get("spec")))]
-        if named:
-            _check_names(f"harness.{table}", what, named, set(getter()))
+        configured = {n: p for n, p in (h.get(table) or {}).items()
+                      if not (isinstance(p, Mapping) and (p.get("enabled") is False or p.get("spec")))}
+        if not configured:
+            continue
+        installed = getter()
+        _check_names(f"harness.{table}", what, configured, set(installed), plugins)
+        for name, params in configured.items():
+            check_plugin_params(f"harness.{table}.{name}", what, installed[name], params)
     plan = list((h.get("backtest") or {}).get("plan") or ())
     if plan:
         known = set(plugins.backtesters())
@@ -55,12 +59,38 @@ def check_plugin_names(cfg: Any, plugins: Any) -> None:
              if n != "run_id" and opts is not False and not (isinstance(opts, Mapping) and opts.get("enabled") is False)]
     known_sinks: Optional[set[str]] = plugins.sink_names() if sinks else None
     if known_sinks is not None:
-        _check_names("sinks", "sink", sinks, known_sinks)
+        _check_names("sinks", "sink", sinks, known_sinks, plugins)
 
 
-def _check_names(where: str, what: str, named: Iterable[str], known: set[str]) -> None:
+# keys of a plugin's table that the engine reads itself, not the plugin
+RESERVED = {"diagnostic": ("enabled", "version", "spec"), "gate": ("enabled",), "proposer": ("enabled",),
+            "intervention": ("enabled",)}
+
+
+def check_plugin_params(where: str, what: str, plugin: Any, params: Any) -> None:
+    """``[where]`` against the parameters ``plugin`` declares (``evo_core.api.params``)."""
+    from evo_core.api.params import ParamError, check_params, declared_parameters
+
+    given = {k: v for k, v in dict(params or {}).items() if k not in RESERVED.get(what, ())}
+    try:
+        check_params(declared_parameters(plugin), given)
+    except ParamError as exc:
+        msg = exc.message.replace("is not a parameter (", f"is not a parameter of {what} {plugin.name!r} (", 1)
+        if msg == exc.message:
+            msg = f"{msg} ({what} {plugin.name!r})"
+        raise ConfigError(f"config key '{where}.{exc.key}' {msg}") from None
+    except TypeError as exc:  # a declaration that is itself malformed
+        raise ConfigError(f"config key {where!r}: the {what}'s parameter declaration is invalid: {exc}") from None
+
+
+def _check_names(where: str, what: str, named: Iterable[str], known: set[str], plugins: Any = None) -> None:
     for name in named:
         if name not in known:
+            # a plugin that failed to import may be the one that provides it: show its error, not "not installed"
+            broken = [" ".join(e.split()) for e in getattr(plugins, "load_errors", None) or ()]
+            if broken:
+                raise ConfigError(f"config key '{where}.{name}': no {what} {name!r} is available, and "
+                                  f"{'; '.join(broken)} (installed: {_known(known)})")
             raise ConfigError(f"config key '{where}.{name}': no {what} {name!r} is installed "
                               f"(installed: {_known(known)})")
 

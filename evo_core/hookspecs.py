@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     # the api's own modules, not the package: ``evo_core.api`` re-exports ``hookimpl`` from here
     from evo_core.api.domain import Domain
     from evo_core.api.evidence import Diagnostic
+    from evo_core.api.harness import Backtester, Gate, Proposer
+    from evo_core.api.interventions import Intervention
     from evo_core.api.trainer import Sink
 
 PROJECT = "evo"
@@ -58,34 +60,35 @@ def evo_register_domains() -> Sequence["Domain"]:
 
 @hookspec
 def evo_register_diagnostics() -> Sequence["Diagnostic"]:
-    """Return diagnostics (``evo_core.api.Diagnostic``). Each has a unique ``name``, a
-    ``version`` and ``default_params``; ``evaluate(window, params)`` must be pure."""
+    """Return diagnostics (``evo_core.api.Diagnostic``; ``BaseDiagnostic`` supplies the
+    defaults). Each has a unique ``name``, a ``version``, the ``kinds`` it reports, its
+    ``parameters``, a pure ``evaluate(window, params)`` and ``measure(window, params, kind)``."""
 
 
 @hookspec
-def evo_register_interventions() -> Sequence[Any]:
-    """Return intervention types. Each has ``name``, ``version``, ``kind`` (the family:
-    reward_shaping, rollout_filter, curriculum, hyperparameter, prompt_hint, diagnostic,
-    verifier) and ``default_params``, and defines any of the effect methods of
-    ``evo_core.api.interventions.EFFECTS``. The core applies those effects while the harness
-    state lists the intervention as active (promoted by the harness, or named in
-    ``[harness.interventions]``); an intervention implements no hook of its own."""
+def evo_register_interventions() -> Sequence["Intervention"]:
+    """Return interventions (``evo_core.api.Intervention``; ``BaseIntervention`` supplies the
+    defaults): ``name``, ``version``, ``kind`` (the family: reward_shaping, rollout_filter,
+    curriculum, hyperparameter, prompt_hint, diagnostic, verifier), ``changes``, ``targets``,
+    ``parameters`` and the effect methods the core applies while the harness state lists
+    them as active (promoted by the harness, or named in ``[harness.interventions]``); an
+    intervention implements no hook of its own."""
 
 
 @hookspec
-def evo_register_proposers() -> Sequence[Any]:
+def evo_register_proposers() -> Sequence["Proposer"]:
     """Return proposers. ``propose(context) -> list[Proposal]`` turns diagnoses into
     intervention proposals; the do-not-repeat ledger filters them afterwards."""
 
 
 @hookspec
-def evo_register_backtesters() -> Sequence[Any]:
+def evo_register_backtesters() -> Sequence["Backtester"]:
     """Return backtesters. ``backtest(proposal, context) -> BacktestOutcome``: offline
     replay of history and/or an online branch A/B on held-out tasks."""
 
 
 @hookspec
-def evo_register_gates() -> Sequence[Any]:
+def evo_register_gates() -> Sequence["Gate"]:
     """Return gates. ``decide(candidate, context) -> GateDecision``. Validity vetoes
     outrank score: any gate's veto blocks promotion."""
 

@@ -20,7 +20,7 @@ import functools
 import importlib.metadata as md
 import os
 import traceback
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import attrs
 import pluggy
@@ -28,6 +28,13 @@ import pluggy
 from evo_core import hookspecs
 from evo_core.hookspecs import PROJECT
 from evo_events import Emitter, PluginFailed
+
+if TYPE_CHECKING:
+    from evo_core.api.domain import Domain
+    from evo_core.api.evidence import Diagnostic
+    from evo_core.api.harness import Backtester, Gate, Proposer
+    from evo_core.api.interventions import Intervention
+    from evo_core.api.trainer import Sink
 
 DISABLE_ENV = "EVO_DISABLE_PLUGINS"
 _REQUIRED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("evo_required_plugins", default=frozenset())
@@ -120,6 +127,10 @@ class PluginManager:
                                                            traceback.format_exc(limit=5)))
                 continue
             self._dists[ep.name] = (dist_name, dist.version if dist is not None else None)
+        try:  # register() refuses unknown hooks one by one; this is pluggy's word on all of them
+            self.check_pending()
+        except PluginError as exc:
+            self.load_failures.append(PluginFailure("?", "check_pending", "PluginValidationError", str(exc)))
 
     def register(self, plugin: Any, name: Optional[str] = None) -> str:
         """Register a module or object (tests use this through the ``evo_plugin`` fixture)."""
@@ -129,6 +140,11 @@ class PluginManager:
             raise PluginError(f"cannot register plugin {name or plugin!r}: {exc}") from exc
         if registered is None:
             raise PluginError(f"plugin {name or plugin!r} is blocked ({DISABLE_ENV})")
+        unknown = self.unknown_hooks(registered)
+        if unknown:  # a misspelt hook would otherwise be silently never called
+            self._pm.unregister(name=registered)
+            raise PluginError(f"plugin {registered!r} implements unknown hook(s): "
+                              + "; ".join(_unknown_hook_line(h) for h in unknown))
         for caller in self._pm.get_hookcallers(self._pm.get_plugin(registered)) or ():
             for impl in caller.get_hookimpls():
                 if impl.plugin_name == registered and not (impl.hookwrapper or impl.wrapper) \
@@ -136,6 +152,22 @@ class PluginManager:
                     impl.function = self._isolated(impl.function, registered, caller.name)
         self._register_event_types()
         return registered
+
+    def unknown_hooks(self, plugin: Optional[str] = None) -> list[str]:
+        """Hook implementations (of ``plugin``, or of any plugin) that no hookspec declares."""
+        out = []
+        for hook, caller in vars(self._pm.hook).items():
+            if getattr(caller, "spec", None) is None and hasattr(caller, "get_hookimpls"):
+                if any(plugin is None or i.plugin_name == plugin for i in caller.get_hookimpls()):
+                    out.append(hook)
+        return sorted(out)
+
+    def check_pending(self) -> None:
+        """pluggy's own check that every hook implementation has a spec (``PluginError`` if not)."""
+        try:
+            self._pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(str(exc)) from None
 
     def unregister(self, name: str) -> None:
         self._pm.unregister(name=name)
@@ -206,25 +238,25 @@ class PluginManager:
             out.setdefault(obj.name, obj)  # the first registered (highest priority) wins
         return out
 
-    def domains(self) -> dict[str, Any]:
+    def domains(self) -> dict[str, "Domain"]:
         return self._by_name(self._pm.hook.evo_register_domains())
 
-    def diagnostics(self) -> dict[str, Any]:
+    def diagnostics(self) -> dict[str, "Diagnostic"]:
         return self._by_name(self._pm.hook.evo_register_diagnostics())
 
-    def interventions(self) -> dict[str, Any]:
+    def interventions(self) -> dict[str, "Intervention"]:
         return self._by_name(self._pm.hook.evo_register_interventions())
 
-    def proposers(self) -> dict[str, Any]:
+    def proposers(self) -> dict[str, "Proposer"]:
         return self._by_name(self._pm.hook.evo_register_proposers())
 
-    def backtesters(self) -> dict[str, Any]:
+    def backtesters(self) -> dict[str, "Backtester"]:
         return self._by_name(self._pm.hook.evo_register_backtesters())
 
-    def gates(self) -> dict[str, Any]:
+    def gates(self) -> dict[str, "Gate"]:
         return self._by_name(self._pm.hook.evo_register_gates())
 
-    def sinks(self, config: Mapping[str, Any]) -> list[Any]:
+    def sinks(self, config: Mapping[str, Any]) -> list["Sink"]:
         return self._collect(self._pm.hook.evo_register_sinks(config=config))
 
     def sink_names(self) -> Optional[set[str]]:
@@ -241,7 +273,7 @@ class PluginManager:
     def register_commands(self, app: Any) -> None:
         self._pm.hook.evo_register_commands(app=app)
 
-    def domain(self, name: str) -> Any:
+    def domain(self, name: str) -> "Domain":
         found = self.domains()
         if name not in found:
             have = ", ".join(sorted(found)) or "none"
@@ -263,6 +295,21 @@ class PluginManager:
         self._pm.hook.evo_on_events(run_id=run_id, events=events)
 
     # -- introspection ---------------------------------------------------------------------
+    def contract_problems(self) -> list[str]:
+        """One line per registered object that breaks its Protocol (``evo_core.api.contract``)."""
+        from evo_core.api.contract import problems
+
+        out = []
+        for kind, hook in (("diagnostic", "evo_register_diagnostics"), ("intervention", "evo_register_interventions"),
+                           ("proposer", "evo_register_proposers"), ("gate", "evo_register_gates"),
+                           ("backtester", "evo_register_backtesters"), ("domain", "evo_register_domains")):
+            for obj in self._collect(getattr(self._pm.hook, hook)()):
+                found = problems(kind, obj)
+                if found:
+                    name = getattr(obj, "name", type(obj).__name__)
+                    out.append(f"{kind} {name!r} ({type(obj).__module__}): {'; '.join(found)}")
+        return out
+
     def info(self) -> list[PluginInfo]:
         rows = []
         for name, plugin in self._pm.list_name_plugin():
@@ -272,6 +319,15 @@ class PluginManager:
             hooks = tuple(sorted(h.name for h in (self._pm.get_hookcallers(plugin) or [])))
             rows.append(PluginInfo(name, dist, ver, hooks, getattr(plugin, "__name__", type(plugin).__name__)))
         return sorted(rows, key=lambda r: r.name)
+
+
+def _unknown_hook_line(hook: str) -> str:
+    import difflib
+
+    if hook in hookspecs.REMOVED_HOOKS:
+        return repr(hook) + " (" + hookspecs.removed_hook_message(hook) + ")"
+    close = difflib.get_close_matches(hook, [n for n in dir(hookspecs) if n.startswith("evo_")], n=1)
+    return f"{hook!r}" + (f" (did you mean {close[0]!r}?)" if close else " (not an evo hook)")
 
 
 _default: Optional[PluginManager] = None

@@ -3,7 +3,7 @@
 Plugins receive these typed values and return typed results; they never touch storage,
 the session or the engine. Everything here is plain data (attrs), a Protocol, or a pure
 function over them. Plugins and domains import ``evo_core.api`` (and its submodules
-``specs``, ``stats``, ``features``, ``sandbox``, ``grading``) and ``evo_events``, nothing else of the core
+``params``, ``contract``, ``specs``, ``stats``, ``features``, ``sandbox``, ``grading``) and ``evo_events``, nothing else of the core
 (``tests/core/test_layers.py``).
 """
 
@@ -18,7 +18,7 @@ from evo_core.api.domain import (
     Verdict,
     supports_episodes,
 )
-from evo_core.api.evidence import Diagnostic, Finding, Window, is_validation, strict_metric
+from evo_core.api.evidence import BaseDiagnostic, Diagnostic, Finding, Window, is_validation, strict_metric
 from evo_core.api.harness import (
     INTERVENTION_KINDS,
     Arms,
@@ -36,7 +36,16 @@ from evo_core.api.harness import (
     Proposer,
     fingerprint,
 )
-from evo_core.api.interventions import EFFECTS, Intervention, RolloutView, apply_to_views, effects, replayable
+from evo_core.api.interventions import (
+    EFFECTS,
+    BaseIntervention,
+    Intervention,
+    RolloutView,
+    apply_to_views,
+    effects,
+    replayable,
+)
+from evo_core.api.params import Param, ParamError
 from evo_core.api.trainer import RolloutBatch, RolloutItem, Sink
 from evo_core.hookspecs import hookimpl
 from evo_core.trainer.protocols import SamplingParams
@@ -46,10 +55,10 @@ from evo_core.signal_names import rename as rename_signals
 __all__ = [
     "Completion", "Domain", "EpisodeAgent", "EpisodeDomain", "EpisodeOutcome", "Task", "TaskSource", "Verdict",
     "supports_episodes",
-    "Diagnostic", "Finding", "Window", "is_validation", "strict_metric",
+    "BaseDiagnostic", "Diagnostic", "Finding", "Window", "is_validation", "strict_metric",
     "INTERVENTION_KINDS", "Arms", "BacktestContext", "DiagnosticsReader", "Backtester", "BacktestOutcome", "Candidate", "Gate", "GateContext",
     "GateDecision", "Proposal", "ProposalContext", "ProposalRejection", "Proposer", "fingerprint",
-    "EFFECTS", "Intervention", "RolloutView", "apply_to_views", "effects", "replayable",
+    "EFFECTS", "BaseIntervention", "Intervention", "Param", "ParamError", "RolloutView", "apply_to_views", "effects", "replayable",
     "RolloutBatch", "RolloutItem", "Sink",
     "hookimpl", "SIGNAL_MODES", "rename_signals", "SamplingParams",
 ]

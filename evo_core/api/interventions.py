@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping, Optional, Protocol, Sequence, runtime
 import attrs
 
 from evo_core.api.domain import Task
+from evo_core.api.params import Param, defaults_of
 from evo_events import RolloutCompleted
 
 # effect method -> the step stage where the core applies it
@@ -82,23 +83,80 @@ class RolloutView:
 
 @runtime_checkable
 class Intervention(Protocol):
-    """``name``, ``version``, ``kind`` (its family, for the single-factor rule and the
-    ledger), ``changes`` (one line: what it touches), ``targets`` (diagnosis kinds it claims
-    to fix) and ``default_params``; plus any of the effect methods of ``EFFECTS``:
+    """A typed, single-factor change to training. Everything the engine and the standard
+    proposers read from an intervention is here; ``BaseIntervention`` supplies every
+    default (``evo_core.api.contract.check_intervention`` lists what a class lacks).
+
+    Plus any of the effect methods of ``EFFECTS`` (what it changes; at least one):
 
     - ``new_reward(view, params) -> float | None``
     - ``mask(views, params) -> set of rollout ids``
     - ``regrade(view, params) -> bool`` (ask for the oracle's reward)
     - ``hyperparameters(current, params) -> mapping | None``
     - ``prompt_hint(task, params) -> str | None``
-    - ``task_weights(tasks, params) -> {task_id: weight} | None``
-
-    ``restore_main = True`` makes its promotion continue training from the main line."""
+    - ``task_weights(tasks, params) -> {task_id: weight} | None``"""
 
     name: str
+    """Unique name; what a ``Proposal`` names and the key of ``[harness.interventions.NAME]``."""
     version: str
+    """Its code version."""
     kind: str
+    """Its family (``INTERVENTION_KINDS``): the single-factor rule and the ledger group by it."""
+    changes: str
+    """One line: what it touches. Proposers quote it in their rationale."""
+    targets: tuple[str, ...]
+    """Diagnosis kinds it claims to fix; a proposal without its own targets takes these.
+    Default: () (the proposer names them)."""
+    parameters: Mapping[str, Param]
+    """Its parameters with types and ranges. Default: inferred from ``default_params``."""
     default_params: Mapping[str, Any]
+    """The parameters' defaults."""
+    restore_main: bool
+    """Its promotion continues training from the main line (a rollback). Default False."""
+    prior: bool
+    """Flaw- or domain-specific: offered only with ``harness.priors = true``. Default False."""
+
+    def params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults overlaid with a proposal's ``params``; raises ``ValueError`` on a bad set."""
+        ...
+
+    def prediction(self, params: Mapping[str, Any], targets: Sequence[str] = ()) -> dict[str, Any]:
+        """The falsifiable claim a proposal of it makes: which statistics fall (``falls``) and
+        which metric must not regress (``guard_metric``)."""
+        ...
+
+
+class BaseIntervention:
+    """The defaults of the ``Intervention`` contract; a subclass sets ``name``, ``kind``,
+    ``changes``, ``parameters`` (or ``default_params``) and defines its effect methods."""
+
+    name: str = ""
+    version: str = "1"
+    kind: str = ""
+    changes: str = ""
+    targets: tuple[str, ...] = ()
+    parameters: Mapping[str, Param] = {}
+    default_params: Mapping[str, Any] = {}
+    guard_metric: str = "strict_accuracy"
+    restore_main: bool = False  # promotion sends training back to the main line
+    prior: bool = False  # flaw- or domain-specific knowledge (joins only with harness.priors)
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if cls.__dict__.get("parameters"):
+            cls.default_params = defaults_of(cls.parameters)
+        elif "default_params" in cls.__dict__:  # defaults alone: a declaration inferred from them
+            cls.parameters = {k: Param(v) for k, v in dict(cls.default_params).items()}
+
+    def params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return {**self.default_params, **dict(params or {})}
+
+    def prediction(self, params: Mapping[str, Any], targets: Sequence[str] = ()) -> dict[str, Any]:
+        return {"falls": list(targets or self.targets), "guard_metric": self.guard_metric, "guard": "does not regress"}
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "kind": self.kind, "changes": self.changes,
+                "targets": list(self.targets), "default_params": dict(self.default_params), "effects": list(effects(self))}
 
 
 def effects(iv: Any) -> tuple[str, ...]:

@@ -26,6 +26,8 @@ def plugin_report(pm: Any = None) -> dict:
             for p in pm.info()
         ],
         "load_errors": list(pm.load_errors),
+        "unknown_hooks": pm.unknown_hooks(),
+        "contract": pm.contract_problems(),
         "disabled": sorted(disabled_names()),
     }
 
@@ -56,3 +58,7 @@ def register(app: typer.Typer) -> None:
                 out.print(f"disabled by EVO_DISABLE_PLUGINS: {', '.join(rep['disabled'])}")
             for e in rep["load_errors"]:
                 out.print(f"[bold red]load error:[/] {e}")
+            for h in rep["unknown_hooks"]:
+                out.print(f"[bold red]unknown hook:[/] {h} is implemented but no evo hook has that name")
+            for c in rep["contract"]:
+                out.print(f"[bold yellow]contract:[/] {c}")

@@ -1,11 +1,14 @@
 """``[harness]`` config: the typed, validated settings of the harness engine.
 
 The trainer's run config embeds this table as ``[harness]``; ``HarnessConfig.from_dict``
-validates it. An unknown key is a clear one-line error naming the key (a typo in a
-config must never silently fall back to a default).
+merges the tables of named plugins with the defaults and validates it through the one config
+schema (``evo_core.config_schema``). An unknown key, a wrong type, NaN or a value out of range
+is a clear one-line error naming the key (a typo must never silently fall back to a default);
+the plugin tables' parameters are checked against each plugin's declared ``parameters`` when the
+config is loaded (``evo_core.config_checks``).
 
     [harness]
-    mode = "evolving"                 # or "fixed": diagnoses and logs, never changes itself
+    mode = "evolving"                 # set by the run arm; "fixed": diagnoses and logs, never changes itself
     window_steps = 10                 # evidence window (steps of rollouts) a diagnostic reads
     diagnose_every = 5
     skills_from = []                  # store URLs ("sqlite:///x.sqlite") or skill files (.json)
@@ -38,35 +41,21 @@ from typing import Any, Mapping, Optional
 
 import attrs
 
+from evo_core.config_base import ConfigError
+from evo_core.config_schema import FieldError, PluginTables, count, number, one_of, structure
+
 MODES = ("fixed", "evolving")
+F = attrs.field
 
 
-class HarnessConfigError(ValueError):
+class HarnessConfigError(ConfigError):
     """The ``[harness]`` table is malformed (message names the offending key)."""
 
 
-def _check_keys(cls: type, data: Mapping[str, Any], where: str) -> None:
-    known = {f.name for f in attrs.fields(cls)}
-    for key in data:
-        if key not in known:
-            raise HarnessConfigError(
-                f"unknown key '{where}.{key}'; known keys: {', '.join(sorted(known))}")
-
-
-def _table(value: Any, where: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise HarnessConfigError(f"{where} must be a table, got {type(value).__name__}")
-    return dict(value)
-
-
-def _num(value: Any, where: str, lo: Optional[float] = None, hi: Optional[float] = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise HarnessConfigError(f"{where} must be a number, got {value!r}")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise HarnessConfigError(f"{where} must be in [{lo}, {hi}], got {value!r}")
-    return value
+def _names(_inst: Any, attribute: attrs.Attribute, v: tuple[str, ...]) -> None:
+    for i, n in enumerate(v):
+        if not n:
+            raise FieldError(f"{attribute.name}[{i}]", "must be a non-empty name")
 
 
 @attrs.frozen(kw_only=True)
@@ -82,40 +71,25 @@ class BacktestConfig:
 
     offline: bool = True
     online: bool = True
-    plan: tuple[str, ...] = ()  # backtesters in order; empty: every installed one, offline first
-    k_steps: int = 10  # RL steps per branch in the online A/B
-    replicates: int = 3  # pairs of branches (>= 2 puts training noise in the interval)
-    eval_limit: Optional[int] = None  # validation items per branch (None: all)
-    min_n: int = 30  # paired items below which no decision is possible
-    confidence: float = 0.9  # two-sided CI level
-    n_boot: int = 2000
-    regression_cap: float = 0.15  # max fraction of paired items that may get worse…
-    worse_margin: float = 0.25  # …by more than this (item scores averaged over samples are noisy)
-    min_effect: float = -0.03  # the accuracy CI's lower bound must exceed this (non-inferiority)
+    plan: tuple[str, ...] = F(default=(), validator=_names)  # backtesters in order; empty: every installed one, offline first
+    k_steps: int = F(default=10, validator=count(1))  # RL steps per branch in the online A/B
+    replicates: int = F(default=3, validator=count(1))  # pairs of branches (>= 2 puts training noise in the interval)
+    eval_limit: Optional[int] = F(default=None, validator=count(1))  # validation items per branch (None: all)
+    min_n: int = F(default=30, validator=count(1))  # paired items below which no decision is possible
+    confidence: float = F(default=0.9, validator=number(0, 1))  # two-sided CI level
+    n_boot: int = F(default=2000, validator=count(1))
+    regression_cap: float = F(default=0.15, validator=number(0, 1))  # max fraction of paired items that may get worse…
+    worse_margin: float = F(default=0.25, validator=number(0, 1))  # …by more than this (item scores averaged over samples are noisy)
+    min_effect: float = F(default=-0.03, validator=number(-1, 1))  # the accuracy CI's lower bound must exceed this (non-inferiority)
     fingerprint_check: bool = True  # the targeted diagnosis must fall in treatment
-    min_precision: float = 0.7  # offline: a diagnostic/penalty must hit invalid rollouts…
-    min_recall: float = 0.5
-    max_false_positive: float = 0.2  # …without flagging genuine correct ones
-    seed: int = 0
+    min_precision: float = F(default=0.7, validator=number(0, 1))  # offline: a diagnostic/penalty must hit invalid rollouts…
+    min_recall: float = F(default=0.5, validator=number(0, 1))
+    max_false_positive: float = F(default=0.2, validator=number(0, 1))  # …without flagging genuine correct ones
+    seed: int = F(default=0, validator=count(0))
 
     @classmethod
     def from_dict(cls, data: Any) -> "BacktestConfig":
-        data = _table(data, "harness.backtest")
-        _check_keys(cls, data, "harness.backtest")
-        for k in ("confidence", "regression_cap", "worse_margin", "min_precision", "min_recall", "max_false_positive"):
-            if k in data:
-                _num(data[k], f"harness.backtest.{k}", 0.0, 1.0)
-        for k in ("k_steps", "min_n", "n_boot", "replicates"):
-            if k in data and (not isinstance(data[k], int) or isinstance(data[k], bool) or data[k] < 1):
-                raise HarnessConfigError(f"harness.backtest.{k} must be a positive integer, got {data[k]!r}")
-        if "min_effect" in data:
-            _num(data["min_effect"], "harness.backtest.min_effect", -1.0, 1.0)
-        if "plan" in data:
-            plan = data["plan"]
-            if isinstance(plan, str) or not isinstance(plan, (list, tuple)) or not all(isinstance(n, str) and n for n in plan):
-                raise HarnessConfigError(f"harness.backtest.plan must be a list of backtester names, got {plan!r}")
-            data["plan"] = tuple(plan)
-        return cls(**data)
+        return _structure(cls, data or {}, "harness.backtest")
 
 
 @attrs.frozen(kw_only=True)
@@ -126,12 +100,7 @@ class Ablations:
 
     @classmethod
     def from_dict(cls, data: Any) -> "Ablations":
-        data = _table(data, "harness.ablations")
-        _check_keys(cls, data, "harness.ablations")
-        for k, v in data.items():
-            if not isinstance(v, bool):
-                raise HarnessConfigError(f"harness.ablations.{k} must be true or false, got {v!r}")
-        return cls(**data)
+        return _structure(cls, data or {}, "harness.ablations")
 
 
 @attrs.frozen(kw_only=True)
@@ -141,22 +110,21 @@ class AuditConfig:
     The trainer reads ``rate`` to decide which training rollouts to audit; the harness
     only uses the labels that are there."""
 
-    rate: float = 0.05  # an oracle budget of a few percent of training rollouts
-    min_per_step: int = 0
-    regrade_rate: float = 0.05  # oracle re-grades an oracle_regrade repair may ask for, per step
-    seed: int = 0
+    rate: float = F(default=0.05, validator=number(0, 1))  # an oracle budget of a few percent of training rollouts
+    min_per_step: int = F(default=0, validator=count(0))
+    regrade_rate: float = F(default=0.05, validator=number(0, 1))  # oracle re-grades an oracle_regrade repair may ask for, per step
+    seed: int = F(default=0, validator=count(0))
 
     @classmethod
     def from_dict(cls, data: Any) -> "AuditConfig":
-        data = _table(data, "harness.audit")
-        _check_keys(cls, data, "harness.audit")
-        for k in ("rate", "regrade_rate"):
-            if k in data:
-                data[k] = float(_num(data[k], f"harness.audit.{k}", 0.0, 1.0))
-        if "min_per_step" in data and (not isinstance(data["min_per_step"], int) or isinstance(data["min_per_step"], bool)
-                                       or data["min_per_step"] < 0):
-            raise HarnessConfigError(f"harness.audit.min_per_step must be an integer >= 0, got {data['min_per_step']!r}")
-        return cls(**data)
+        return _structure(cls, data or {}, "harness.audit")
+
+
+def _structure(cls: type, data: Any, where: str) -> Any:
+    try:
+        return structure(cls, data, where)
+    except ConfigError as exc:
+        raise HarnessConfigError(str(exc)) from None
 
 
 # The generic diagnostics of the standard library. Flaw- and domain-specific ones are priors:
@@ -182,19 +150,21 @@ DEFAULT_GATES: dict[str, dict[str, Any]] = {
 
 @attrs.frozen(kw_only=True)
 class HarnessConfig:
-    mode: str = "evolving"
-    window_steps: int = 10
-    diagnose_every: int = 5  # steps between diagnostic passes (and proposal rounds)
-    policy_gate_every: int = 0  # steps between policy gates; 0: at every held-out eval
-    max_proposals_per_round: int = 1
-    cooldown_steps: int = 0  # after a promotion, wait before proposing again
-    ledger_new_evidence: float = 0.25  # a rejected proposal returns only if its diagnosis grew by this fraction
-    diagnostics: dict[str, dict[str, Any]] = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_DIAGNOSTICS.items()})
-    gates: dict[str, dict[str, Any]] = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_GATES.items()})
-    proposers: dict[str, dict[str, Any]] = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_PROPOSERS.items()})
-    interventions: dict[str, dict[str, Any]] = attrs.Factory(dict)  # active from step 1 (name -> params)
+    # "fixed" or "evolving"; "" (unset) in a config until its run arm sets it (``RunConfig.for_arm``)
+    mode: str = F(default="", validator=one_of("", *MODES))
+    window_steps: int = F(default=10, validator=count(1))
+    diagnose_every: int = F(default=5, validator=count(1))  # steps between diagnostic passes (and proposal rounds)
+    policy_gate_every: int = F(default=0, validator=count(0))  # steps between policy gates; 0: at every held-out eval
+    max_proposals_per_round: int = F(default=1, validator=count(1))
+    cooldown_steps: int = F(default=0, validator=count(0))  # after a promotion, wait before proposing again
+    # a rejected proposal returns only if its diagnosis grew by this fraction
+    ledger_new_evidence: float = F(default=0.25, validator=number(0))
+    diagnostics: PluginTables = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_DIAGNOSTICS.items()})
+    gates: PluginTables = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_GATES.items()})
+    proposers: PluginTables = attrs.Factory(lambda: {k: dict(v) for k, v in DEFAULT_PROPOSERS.items()})
+    interventions: PluginTables = attrs.Factory(dict)  # active from step 1 (name -> params), folded like a promotion
     backtest: BacktestConfig = attrs.Factory(BacktestConfig)
-    skills_from: tuple[str, ...] = ()
+    skills_from: tuple[str, ...] = F(default=(), validator=_names)
     ablations: Ablations = attrs.Factory(Ablations)
     audit: AuditConfig = attrs.Factory(AuditConfig)
     priors: bool = False  # warm priors: flaw-/domain-specific diagnostics and proposers join (cold: off)
@@ -202,67 +172,31 @@ class HarnessConfig:
 
     @property
     def evolving(self) -> bool:
-        return self.mode == "evolving"
+        return self.mode != "fixed"
 
     @classmethod
     def from_dict(cls, data: Any) -> "HarnessConfig":
+        """The ``[harness]`` table through the one config schema (``evo_core.config_schema``),
+        after the tables of named plugins are merged with the defaults."""
         if isinstance(data, HarnessConfig):
             return data
-        data = _table(data, "harness")
-        _check_keys(cls, data, "harness")
-        out: dict[str, Any] = {}
-        mode = data.get("mode", "evolving")
-        if mode not in MODES:
-            raise HarnessConfigError(f"harness.mode must be one of {', '.join(MODES)}, got {mode!r}")
-        out["mode"] = mode
-        for k in ("window_steps", "diagnose_every", "policy_gate_every", "max_proposals_per_round", "cooldown_steps"):
-            if k in data:
-                v = data[k]
-                lo = 0 if k in ("policy_gate_every", "cooldown_steps") else 1
-                if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                    raise HarnessConfigError(f"harness.{k} must be an integer >= {lo}, got {v!r}")
-                out[k] = v
-        for k in ("priors", "replace_diagnostics"):
-            if k in data:
-                if not isinstance(data[k], bool):
-                    raise HarnessConfigError(f"harness.{k} must be true or false, got {data[k]!r}")
-                out[k] = data[k]
-        if "diagnostics" in data and not data.get("replace_diagnostics", False):
-            # tuning one diagnostic must not switch off the others; `enabled = false` does that
-            data = {**data, "diagnostics": {**{d: {} for d in DEFAULT_DIAGNOSTICS},
-                                            **_table(data["diagnostics"], "harness.diagnostics")}}
-        for k in ("diagnostics", "gates", "proposers", "interventions"):
-            if k in data:
-                if k in ("gates", "proposers"):
-                    # the standard gates and proposers are always there (validity vetoes must not vanish
-                    # because a config tuned one gate); `enabled = false` switches one off explicitly
-                    defaults = DEFAULT_GATES if k == "gates" else DEFAULT_PROPOSERS
-                    data = {**data, k: {**{g: {} for g in defaults}, **_table(data[k], f"harness.{k}")}}
-                table = _table(data[k], f"harness.{k}")
-                for name, params in table.items():
-                    if params is True:  # `truncation_rate = true` means defaults
-                        table[name] = {}
-                    elif not isinstance(params, Mapping):
-                        raise HarnessConfigError(f"harness.{k}.{name} must be a table of parameters, got {params!r}")
-                    else:
-                        table[name] = dict(params)
-                out[k] = table
-        if "backtest" in data:
-            out["backtest"] = BacktestConfig.from_dict(data["backtest"])
-        if "ablations" in data:
-            out["ablations"] = Ablations.from_dict(data["ablations"])
-        if "audit" in data:
-            out["audit"] = AuditConfig.from_dict(data["audit"])
-        if "ledger_new_evidence" in data:
-            out["ledger_new_evidence"] = float(_num(data["ledger_new_evidence"], "harness.ledger_new_evidence", 0.0))
-        if "skills_from" in data:
-            sf = data["skills_from"]
-            if isinstance(sf, str):
-                sf = [sf]
-            if not isinstance(sf, (list, tuple)) or not all(isinstance(s, str) and s for s in sf):
-                raise HarnessConfigError(f"harness.skills_from must be a list of store URLs or skill files, got {sf!r}")
-            out["skills_from"] = tuple(sf)
-        return cls(**out)
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise HarnessConfigError(f"config key 'harness' must be a table, got {data!r}")
+        data = dict(data)
+        if isinstance(data.get("skills_from"), str):  # one source may be given as a string
+            data["skills_from"] = [data["skills_from"]]
+        # tuning one diagnostic must not switch off the others (`enabled = false` does that), and
+        # the standard gates and proposers are always there: validity vetoes must not vanish because
+        # a config tuned one gate
+        defaults = {"gates": DEFAULT_GATES, "proposers": DEFAULT_PROPOSERS}
+        if not data.get("replace_diagnostics", False):
+            defaults["diagnostics"] = DEFAULT_DIAGNOSTICS
+        for key, table in defaults.items():
+            if key in data and isinstance(data[key], Mapping):
+                data[key] = {**{n: {} for n in table}, **data[key]}
+        return _structure(cls, data, "harness")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, as it goes into ``RunStarted.config["harness"]`` (round-trips)."""

@@ -108,7 +108,7 @@ class Diagnoses:
                 diag = self.resolve(setting)
             except SpecError:
                 continue
-            if diag is None or kind not in tuple(getattr(diag, "kinds", ()) or ()):
+            if diag is None or kind not in tuple(getattr(diag, "kinds", ()) or (getattr(diag, "name", None),)):
                 continue
             params = {**dict(getattr(diag, "default_params", {}) or {}), **setting.params}
             fn = getattr(diag, "measure", None)

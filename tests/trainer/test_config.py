@@ -8,7 +8,7 @@ def test_quickstart_config_loads_and_matches_calibration():
     assert cfg.run.harnesses == ("fixed", "evolving")
     assert (cfg.rl.prompts_per_step, cfg.rl.group_size, cfg.rl.lr, cfg.rl.warmup_steps) == (32, 8, 1e-4, 30)
     assert cfg.task.options["flaw"] == "hedge" and cfg.sft.enabled and cfg.harness["audit"]["rate"] == 0.05
-    assert cfg.harness["mode"] == "evolving"  # per-run mode comes from the arm
+    assert cfg.harness["mode"] == "" and cfg.for_arm("fixed").harness["mode"] == "fixed"  # the arm sets the mode
     assert cfg.for_arm("fixed").harness["mode"] == "fixed" and cfg.for_arm("fixed").run.arm == "fixed"
     assert cfg.for_arm("fixed").config_hash() != cfg.for_arm("evolving").config_hash()
 
@@ -52,14 +52,14 @@ def test_overrides_apply_and_validate():
     ({"bogus": {}}, "unknown config key 'bogus'"),
     ({"rl": {"lr": "fast"}}, "'rl.lr' must be a number"),
     ({"run": {"steps": 1.5}}, "'run.steps' must be an integer"),
-    ({"run": {"steps": 0}}, "'run.steps' must be >= 1"),
+    ({"run": {"steps": 0}}, "'run.steps' must be an integer >= 1"),
     ({"sft": {"enabled": "yes"}}, "'sft.enabled' must be true or false"),
     ({"rl": {"algorithm": "ppo"}}, "'rl.algorithm' must be one of"),
     ({"run": {"harnesses": ["lazy"]}}, "run.harnesses"),
     ({"policy": {"kind": "hf"}}, "policy.path"),
     ({"policy": {"tiny": {"layers": 2}}}, "policy.tiny.layers"),
     ({"harness": {"diagnose_evry": 3}}, "diagnose_evry"),
-    ({"sft": {"steps": -5}}, "'sft.steps' must be >= 1"),
+    ({"sft": {"steps": -5}}, "'sft.steps' must be an integer >= 1"),
     ({"rl": {"lr": float("nan")}}, "'rl.lr' must be a finite number >= 0"),
     ({"rl": {"lr": -1e-4}}, "'rl.lr' must be a finite number >= 0"),
     ({"rl": {"temperature": -0.5}}, "'rl.temperature' must be a finite number >= 0"),

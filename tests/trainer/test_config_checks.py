@@ -12,6 +12,7 @@ import attrs
 import pytest
 
 from evo_core.config import ConfigError, load_config
+from evo_core.config_checks import check_config
 from evo_core.testing import EVO_MAIN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,10 +71,19 @@ def test_overrides_are_checked_too(tmp_path):
 
 
 def test_every_shipped_config_passes_the_checks():
-    paths = [p for p in glob.glob(str(ROOT / "configs" / "**" / "*.toml"), recursive=True) if "/suite/" not in p]
+    paths = [p for p in glob.glob(str(ROOT / "configs" / "**" / "*.toml"), recursive=True)
+             if "/suite/" not in p and "/baselines/" not in p]
     assert len(paths) >= 4
     for p in paths:
-        load_config(p)  # the vLLM recipes' model_path defaults to policy.path
+        cfg = load_config(p)  # the vLLM recipes' model_path defaults to policy.path
+        for arm in cfg.run.harnesses:
+            check_config(cfg.for_arm(arm))
+    # the baselines are arm overlays, not run configs: each resolves over a config that names no mode
+    from evo_core.arms import ARMS
+
+    base = load_config(str(ROOT / "configs" / "quickstart.toml"))
+    for arm in ARMS:
+        check_config(base.for_arm(arm))
 
 
 def test_a_sink_plugin_that_does_not_name_its_sinks_turns_the_sink_check_off(tmp_path):
@@ -104,3 +114,35 @@ def test_evo_run_fails_before_sft(tmp_path):
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and "'harness.diagnostics.lenght_inflation'" in lines[0] and "length_inflation" in lines[0]
     assert "sft" not in r.stderr.lower()  # nothing was built or trained
+
+
+def test_a_diagnostic_whose_plugin_failed_to_import_shows_the_import_error(tmp_path):
+    from evo_core.config_checks import check_plugin_names
+    from evo_core.plugins import PluginFailure
+    from evo_core.testing import isolated_plugins
+
+    pm = isolated_plugins("evo_plugins.diagnostics")
+    pm.load_failures.append(PluginFailure.of("evo_broken", "load evo_broken:plugin",
+                                             ModuleNotFoundError("No module named 'numpyy'")))
+    (tmp_path / "c.toml").write_text(BASE)
+    cfg = load_config(str(tmp_path / "c.toml"), ["harness.diagnostics.broken_diag.max_rate=0.1"], check=False)
+    with pytest.raises(ConfigError) as ei:
+        check_plugin_names(cfg, pm)
+    msg = str(ei.value)
+    assert "'harness.diagnostics.broken_diag'" in msg and "No module named 'numpyy'" in msg
+    assert "is installed" not in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("item,needle", [
+    ("harness.diagnostics.truncation_rate.max_rte=0.1", "'harness.diagnostics.truncation_rate.max_rte' is not a parameter"),
+    ("harness.audit.rate=nan", "'harness.audit.rate' must be a finite number"),
+    ("run.device=nope", "'run.device' must be a torch device"),
+    ("harness.mode=fixed", "'harness.mode' is 'fixed', but run arm 'evolving'"),
+])
+def test_the_cli_refuses_a_wrong_value_at_load_with_exit_2(tmp_path, item, needle):
+    from evo_core.testing import run_evo
+
+    r = run_evo("run", str(ROOT / "configs" / "quickstart.toml"), "--store", f"sqlite:///{tmp_path / 's.sqlite'}",
+                "--set", item, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

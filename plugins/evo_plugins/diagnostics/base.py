@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import attrs
 
+from evo_core.api import BaseDiagnostic as ApiBaseDiagnostic
 from evo_core.api import Finding, Window
 from evo_events import RolloutCompleted
 
@@ -29,11 +30,9 @@ class Measurement:
     message: str = ""
 
 
-class BaseDiagnostic:
-    name: str = ""
-    version: str = "1"
-    kinds: tuple[str, ...] = ()
-    default_params: Mapping[str, Any] = {}
+class BaseDiagnostic(ApiBaseDiagnostic):
+    """The public base (``evo_core.api.BaseDiagnostic``) with ``evaluate`` and ``measure`` both
+    derived from one ``measurements`` method."""
 
     def measurements(self, window: Window, params: Mapping[str, Any]) -> list[Measurement]:
         raise NotImplementedError

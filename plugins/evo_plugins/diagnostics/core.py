@@ -6,7 +6,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Any, Mapping, Optional
 
-from evo_core.api import Window
+from evo_core.api import Param, Window
 from evo_core.api.stats import slope
 
 from .base import BaseDiagnostic, Measurement, halves, num, rate, train_rollouts
@@ -19,7 +19,9 @@ class ZeroVarianceGroups(BaseDiagnostic):
     [0.3, 0.3] are both dead; [1.0, 0.999] is not."""
 
     name, version, kinds = "zero_variance_groups", "1", ("zero_variance_groups",)
-    default_params = {"max_fraction": 0.6, "min_groups": 4, "min_group_size": 2}
+    parameters = {"max_fraction": Param(0.6, min=0.0, max=1.0, doc="fire above this share of dead groups"),
+                  "min_groups": Param(4, min=1, doc="groups needed before it can fire"),
+                  "min_group_size": Param(2, min=2, doc="smaller groups are not counted")}
 
     def measurements(self, window: Window, p: Mapping[str, Any]) -> list[Measurement]:
         groups: dict[str, list] = defaultdict(list)
@@ -43,7 +45,8 @@ class TruncationRate(BaseDiagnostic):
     """Share of rollouts cut off at the length limit."""
 
     name, version, kinds = "truncation_rate", "1", ("truncation",)
-    default_params = {"max_rate": 0.2, "min_n": 16}
+    parameters = {"max_rate": Param(0.2, min=0.0, max=1.0, doc="fire above this share of truncated rollouts"),
+                  "min_n": Param(16, min=1, doc="rollouts needed before it can fire")}
 
     def measurements(self, window, p):
         rows = train_rollouts(window)
@@ -58,7 +61,8 @@ class LengthInflation(BaseDiagnostic):
     """Wrong answers much longer than right ones: the policy pads instead of solving."""
 
     name, version, kinds = "length_inflation", "1", ("length_inflation",)
-    default_params = {"max_ratio": 1.5, "min_each": 8}
+    parameters = {"max_ratio": Param(1.5, min=0.0, doc="fire when wrong answers are this many times as long"),
+                  "min_each": Param(8, min=1, doc="right and wrong rollouts needed each")}
 
     def measurements(self, window, p):
         rows = [r for r in train_rollouts(window) if r.correct is not None and r.length > 0]
@@ -84,7 +88,9 @@ class EntropyCollapse(BaseDiagnostic):
     """Mean token entropy (the trainer's ``train.entropy``) falls below a floor or drops sharply."""
 
     name, version, kinds = "entropy_collapse", "1", ("entropy_collapse",)
-    default_params = {"min_entropy": 0.05, "max_drop": 0.6, "min_n": 16}
+    parameters = {"min_entropy": Param(0.05, min=0.0, doc="fire below this mean token entropy"),
+                  "max_drop": Param(0.6, min=0.0, max=1.0, doc="or when it fell by this fraction"),
+                  "min_n": Param(16, min=1, doc="rollouts needed before it can fire")}
 
     def measurements(self, window, p):
         rows = [r for r in train_rollouts(window) if _entropy(r) is not None]
@@ -116,7 +122,10 @@ class RepetitionLoops(BaseDiagnostic):
     """Degenerate loops: a word trigram repeated ``min_repeats`` times in a response."""
 
     name, version, kinds = "repetition_loops", "2", ("repetition_loop",)
-    default_params = {"n": 3, "min_repeats": 3, "max_rate": 0.1, "min_n": 16}
+    parameters = {"n": Param(3, min=1, doc="n-gram length"),
+                  "min_repeats": Param(3, min=2, doc="repeats of one n-gram that make a loop"),
+                  "max_rate": Param(0.1, min=0.0, max=1.0, doc="fire above this share of looping rollouts"),
+                  "min_n": Param(16, min=1, doc="rollouts needed before it can fire")}
 
     def measurements(self, window, p):
         rows = train_rollouts(window)
@@ -142,7 +151,9 @@ class RewardOracleGap(BaseDiagnostic):
     least ``min_overpaid`` such rollouts."""
 
     name, version, kinds = "reward_oracle_gap", "2", ("reward_oracle_gap",)
-    default_params = {"max_overpay": 0.05, "min_overpaid": 6, "pay_threshold": 0.0}
+    parameters = {"max_overpay": Param(0.05, min=0.0, max=1.0, doc="fire above this share of paid, rejected rollouts"),
+                  "min_overpaid": Param(6, min=1, doc="overpaid rollouts needed before it can fire"),
+                  "pay_threshold": Param(0.0, doc="a reward above this counts as paid")}
 
     def measurements(self, window, p):
         rows = [r for r in train_rollouts(window) if r.strict_correct is not None and _paid_reward(r) is not None]
