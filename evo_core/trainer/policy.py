@@ -218,8 +218,10 @@ class HFPolicy:
                 if greedy:
                     nxt = logp.argmax(-1)
                 else:
-                    probs = logp.exp()
-                    nxt = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(self.device)
+                    if logp.device.type == "cpu":
+                        nxt = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+                    else:  # B uniforms go to the device, not B x vocab probabilities to the host
+                        nxt = sample_inverse_cdf(logp, generator)
                 lp = logp.gather(-1, nxt[:, None]).squeeze(-1)
                 nxt = torch.where(done, torch.full_like(nxt, tok.pad_id), nxt)
                 new_tokens.append(nxt)
@@ -459,6 +461,19 @@ def _select_rows(cache: Any, rows: Any) -> Any:
         cache.batch_select_indices(rows)
         return cache
     return tuple(tuple(t[rows] for t in layer) for layer in cache)  # legacy (key, value) tuples
+
+
+def sample_inverse_cdf(logp: Any, generator: Any) -> Any:
+    """One token per row of ``logp`` [B, V] by inverse-CDF sampling on ``logp``'s device, with
+    one uniform per row drawn from the (CPU) ``generator``: the same seed gives the same tokens,
+    and a token of probability 0 (top-p) is never drawn. On a GPU this replaces copying
+    B x V probabilities to the host for ``torch.multinomial`` at every token (311 MB a token
+    for 512 rows of a 152k vocabulary)."""
+    torch = _torch()
+    u = torch.rand((logp.shape[0], 1), generator=generator, dtype=torch.float64).to(logp.device)
+    cdf = logp.exp().to(torch.float64).cumsum(-1)
+    idx = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
+    return idx.squeeze(-1).clamp_(max=logp.shape[-1] - 1)
 
 
 def _top_p_filter(logits: Any, top_p: float) -> Any:
