@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from typing import Any, Mapping, Optional, Sequence
 
 import attrs
@@ -23,6 +24,20 @@ POLICY_FILE = "evo_policy.json"
 
 class PolicyLoadError(RuntimeError):
     """A policy directory is missing or unusable."""
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+
+
+def hub_id_message(path: str, key: str = "policy.path") -> Optional[str]:
+    """The one-line error for a model path that is no local directory but reads like a
+    Hugging Face hub id (``Qwen/Qwen2.5-Math-1.5B``); None for any other path."""
+    if os.path.exists(path) or not _HUB_ID.fullmatch(path) or path.startswith(("./", "../")):
+        return None
+    local = f"/models/{path.split('/')[-1]}"
+    return (f"{key} = {path!r} reads like a Hugging Face hub id, but EvoTrainer runs models from a local directory "
+            f"and never downloads one: download it first (huggingface-cli download {path} --local-dir {local}) "
+            f"and set {key} to that directory (--set {key}={local})")
 
 
 @attrs.frozen(kw_only=True)
@@ -71,7 +86,8 @@ class HFPolicy:
                         dtype: Optional[str] = None, name: Optional[str] = None) -> "HFPolicy":
         """Load a causal LM and its tokenizer from a local directory (never a hub)."""
         if not os.path.isdir(path):
-            raise PolicyLoadError(f"policy path {path!r} is not a local directory (models are never downloaded)")
+            raise PolicyLoadError(hub_id_message(path) or
+                                  f"policy path {path!r} is not a local directory (models are never downloaded)")
         if not os.path.exists(os.path.join(path, "config.json")):
             raise PolicyLoadError(f"policy path {path!r} has no config.json: not a transformers model directory")
         torch = _torch()
@@ -498,4 +514,4 @@ def _first_len_reaching(row: Sequence[int], tok: Tokenizer, chars: int) -> int:
     return len(row)
 
 
-__all__ = ["HFPolicy", "LoraSettings", "PolicyLoadError", "CharTokenizer", "HFTokenizer"]
+__all__ = ["HFPolicy", "LoraSettings", "PolicyLoadError", "hub_id_message", "CharTokenizer", "HFTokenizer"]
