@@ -6,10 +6,10 @@ Phases (each a child process under its own budget; budgets sum to 360 s on a GPU
 | phase | what | GPU budget |
 |---|---|---|
 | probe | torch, CUDA device, transformers, deepspeed: what this machine has | 20 s |
-| anchor_bf16 | plain torch, bf16 weights, fused AdamW: Qwen2-0.5B shape, 8 x 1024 tokens | 45 s |
-| anchor_autocast | plain torch, fp32 master weights, bf16 autocast (like-for-like with DeepSpeed bf16) | 50 s |
-| engine | the recipes' engine: DeepSpeed ZeRO-2 bf16 on one GPU (plain engine without deepspeed) | 70 s |
-| rl | 3 RL steps of the math recipe, 64 prompts x 8 samples x 256 tokens, in-process rollouts | 175 s |
+| anchor_bf16 | plain torch, bf16 weights, fused AdamW: Qwen2-0.5B shape, 8 x 1024 tokens | 40 s |
+| anchor_autocast | plain torch, fp32 master weights, bf16 autocast (like-for-like with DeepSpeed bf16), profiled | 40 s |
+| engine | the recipes' engine: DeepSpeed ZeRO-2 bf16 on one GPU (plain engine without deepspeed), profiled | 60 s |
+| rl | 3 RL steps of the math recipe, 64 prompts x 8 samples x 256 tokens, in-process rollouts | 200 s |
 
 Every phase prints progress lines as it goes; the JSON (``OUT/gpu_check.json``) is rewritten
 after each phase with its status (ok, failed, overrun), wall time and figures, so a check cut
@@ -36,7 +36,7 @@ from typing import Any, Optional
 from benchmarks.gpu_phases import Phase, read_json, run_phase, say, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_BUDGETS = {"probe": 20, "anchor_bf16": 45, "anchor_autocast": 50, "engine": 70, "rl": 175}
+GPU_BUDGETS = {"probe": 20, "anchor_bf16": 40, "anchor_autocast": 40, "engine": 60, "rl": 200}
 CPU_BUDGETS = {"probe": 60, "anchor_bf16": 120, "anchor_autocast": 120, "engine": 180, "rl": 300}
 GOALS = {"rl_steps": 3, "rl_step_s": 30.0, "ratio_to_anchor": 0.8, "peak_mem_vs_anchor": 1.10, "wall_s": 360}
 
@@ -81,8 +81,9 @@ def phases(cpu: bool, work: Path, model_dir: str) -> list[Phase]:
     env = {"DS_ACCELERATOR": "cpu" if cpu else "cuda", "EVO_NO_PLUGIN_COMMANDS": "1"}
     if cpu:
         env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
-    train = [Phase(name, ["-m", "benchmarks.gpu_train", "--mode", mode, *flag], budgets[name], env)
-             for name, mode in (("anchor_bf16", "bf16"), ("anchor_autocast", "autocast"), ("engine", "engine"))]
+    train = [Phase(name, ["-m", "benchmarks.gpu_train", "--mode", mode, *flag, *prof], budgets[name], env)
+             for name, mode, prof in (("anchor_bf16", "bf16", []), ("anchor_autocast", "autocast", ["--profile"]),
+                                      ("engine", "engine", ["--profile"]))]
     rl = ["-m", "benchmarks.gpu_rl", "--work", str(work / "rl"), *flag] + (["--model-dir", model_dir] if model_dir else [])
     return [Phase("probe", ["-m", "benchmarks.gpu_check", "--probe", *flag], budgets["probe"], env),
             *train, Phase("rl", rl, budgets["rl"], env)]

@@ -79,6 +79,7 @@ def overrides(a: argparse.Namespace, model: Path, train: Path, held: Path, work:
             "rl.micro_batch_size": str(a.micro_batch), "rl.dynamic_sampling": "false",
             "eval.samples": "1", "task.test_limit": str(a.eval_items), "task.validation_limit": str(a.eval_items),
             "harness.backtest.k_steps": "1", "harness.backtest.eval_limit": str(a.eval_items),
+            "harness.max_proposals_per_round": "1",  # the final pass backtests one proposal (2 branch steps)
             "rollout": '{engine = "inprocess"}'}
     return [f"{k}={v}" for k, v in sets.items()]
 
@@ -189,12 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     before = {**loop.timings, **acc}
     last = time.perf_counter()
 
-    def on_step(step: int, m: dict) -> None:
-        nonlocal before, last
+    def figures(step: int, m: dict) -> dict[str, Any]:
         now = {**loop.timings, **acc}
         d = {k: now.get(k, 0.0) - before.get(k, 0.0) for k in set(now) | set(before)}
         wall = time.perf_counter() - last
-        fig = {"step": step, "step_wall_s": _r(wall), "compute_s": _r(d.get("compute")),
+        return {"step": step, "step_wall_s": _r(wall), "compute_s": _r(d.get("compute")),
                "rollout_s": _r(m.get("rollout_time_s")), "rollout_tokens_per_s": _r(m.get("rollout_tokens_per_s"), 1),
                "grading_s": _r(d.get("grading", 0.0)),
                "update_s": _r(m.get("update_time_s")), "update_tokens_per_s": _r(m.get("update_tokens_per_s"), 1),
@@ -203,13 +203,37 @@ def main(argv: list[str] | None = None) -> int:
                "eval_s": _r(d.get("eval")),
                "log_s": _r(sum(d.get(k, 0.0) for k in ("events", "append", "observe", "blobs"))),
                "reward_mean": _r(m.get("reward_mean")), "length_mean": _r(m.get("length_mean"), 1)}
+
+    harness_pass = loop._harness_pass
+
+    def timed_harness(step: int, batch: Any, rollouts: Any, step_ev: Any, evals: Any) -> Any:
+        """The step's figures before its harness pass (a pass that runs past the budget, e.g. the
+        final pass's backtests, still leaves the step's compute figures in the JSON)."""
+        fig = figures(step, step_ev.metrics)
+        fig.update(harness_s=None, step_wall_s=None, pending="harness pass")
         out["steps"].append(fig)
+        write_json(out_path, out)
+        print(f"rl: RL step {step}/{a.steps} computed: rollout {fig['rollout_s']} s at {fig['rollout_tokens_per_s']} tok/s, "
+              f"grading {fig['grading_s']} s, update {fig['update_s']} s at {fig['update_tokens_per_s']} tok/s, "
+              f"sync {fig['sync_s']} s, digest {fig['digest_s']} s, checkpoint {fig['checkpoint_s']} s, "
+              f"eval {fig['eval_s']} s; harness pass ...", flush=True)
+        return harness_pass(step, batch, rollouts, step_ev, evals)
+
+    loop._harness_pass = timed_harness
+
+    def on_step(step: int, m: dict) -> None:
+        nonlocal before, last
+        fig = figures(step, m)
+        if out["steps"] and out["steps"][-1]["step"] == step:
+            out["steps"][-1] = fig
+        else:
+            out["steps"].append(fig)
         write_json(out_path, out)
         print(f"rl: RL step {step}/{a.steps}: {fig['step_wall_s']} s (rollout {fig['rollout_s']} s at "
               f"{fig['rollout_tokens_per_s']} tok/s, grading {fig['grading_s']} s, update {fig['update_s']} s at "
               f"{fig['update_tokens_per_s']} tok/s, sync {fig['sync_s']} s, digest {fig['digest_s']} s, "
               f"checkpoint {fig['checkpoint_s']} s, harness {fig['harness_s']} s, eval {fig['eval_s']} s)", flush=True)
-        before, last = now, time.perf_counter()
+        before, last = {**loop.timings, **acc}, time.perf_counter()
 
     loop.on_step = on_step
     outcome = loop.run()

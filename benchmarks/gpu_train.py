@@ -43,13 +43,15 @@ def deepspeed_importable() -> bool:
     return importlib.util.find_spec("deepspeed") is not None
 
 
-def build(size: str, seq: int) -> Any:
+def build(size: str, seq: int, device: Any) -> Any:
+    """The model in fp32, initialised on ``device`` (a 0.5B init on the host takes seconds)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(0)
     cfg = Qwen2Config(**SIZES[size], max_position_embeddings=max(seq, 2048), tie_word_embeddings=True)
-    return Qwen2ForCausalLM(cfg)
+    with torch.device(device):
+        return Qwen2ForCausalLM(cfg)
 
 
 def adamw(params: Any, cuda: bool) -> Any:
@@ -113,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 2 GPU / 1 CPU)")
     ap.add_argument("--batch", type=int, default=None, help="micro-batch (default 8 GPU / 2 CPU)")
     ap.add_argument("--seq", type=int, default=None, help="tokens per sequence (default 1024 GPU / 32 CPU)")
+    ap.add_argument("--profile", action="store_true", help="profile one more step: the top ops by self time")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     import torch
@@ -128,10 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     if not cuda:
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
     t0 = time.perf_counter()
-    model = build(size, seq)
     if cuda:
         torch.cuda.set_device(0)
     device = torch.device("cuda:0" if cuda else "cpu")
+    model = build(size, seq, device)
     if a.mode == "engine":
         step, engine = engine_step(model, cuda, batch)
     else:
@@ -166,7 +169,36 @@ def main(argv: list[str] | None = None) -> int:
             write_json(out, res)
         print(f"{a.mode}: {'step' if timed else 'warm-up step'} {k + 1 - warmup if timed else k + 1}"
               f"/{steps if timed else warmup}: {dt:.3f} s, loss {loss:.3f}", flush=True)
+    if a.profile:  # one more step under the profiler: where a step's time goes, op by op
+        ids = torch.randint(0, vocab, (batch, seq), generator=g).to(device)
+        res["profile_top_ops"] = profile_step(lambda: step(ids), cuda)
+        write_json(out, res)
+        top = res["profile_top_ops"][:5]
+        print(f"{a.mode}: profiled step, top ops: " + "; ".join(f"{o['op']} {o['self_ms']} ms x{o['calls']}" for o in top),
+              flush=True)
     return 0
+
+
+def profile_step(run: Callable[[], Any], cuda: bool, top: int = 15) -> list[dict[str, Any]]:
+    """The ``top`` ops of one step by self time on the device (CUDA) or the host (CPU)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=acts) as prof:
+        run()
+        if cuda:
+            torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        dev = getattr(e, "self_device_time_total", None)
+        if dev is None:
+            dev = getattr(e, "self_cuda_time_total", 0)
+        self_us = dev if cuda else e.self_cpu_time_total
+        rows.append({"op": e.key[:80], "self_ms": round(self_us / 1000, 3), "calls": e.count,
+                     "cpu_ms": round(e.self_cpu_time_total / 1000, 3)})
+    rows.sort(key=lambda r: -r["self_ms"])
+    return rows[:top]
 
 
 if __name__ == "__main__":

@@ -338,8 +338,11 @@ def adamw(params: Any, *, lr: float, weight_decay: float = 0.0, betas: tuple[flo
           eps: float = 1e-8, fused: bool = False) -> Any:
     """torch AdamW; ``fused``: one CUDA kernel for the whole update instead of a chain of
     foreach kernels (what a tuned torch loop uses; the same rule). Off on the CPU, where the
-    tests compare updates bit for bit with the default implementation."""
+    tests compare updates bit for bit with the default implementation. ``EVO_FUSED_ADAMW=0``
+    turns it off (to measure the difference on a GPU)."""
     import torch
+
+    fused = fused and os.environ.get("EVO_FUSED_ADAMW", "1") != "0"
 
     return torch.optim.AdamW(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                              fused=True if fused else None)
