@@ -35,8 +35,8 @@ def hub_id_message(path: str, key: str = "policy.path") -> Optional[str]:
     if os.path.exists(path) or not _HUB_ID.fullmatch(path) or path.startswith(("./", "../")):
         return None
     local = f"/models/{path.split('/')[-1]}"
-    return (f"{key} = {path!r} reads like a Hugging Face hub id, but EvoTrainer runs models from a local directory "
-            f"and never downloads one: download it first (huggingface-cli download {path} --local-dir {local}) "
+    return (f"{key} = {path!r} is not a local directory but reads like a Hugging Face hub id; EvoTrainer runs models "
+            f"from a local directory and never downloads one: download it first (huggingface-cli download {path} --local-dir {local}) "
             f"and set {key} to that directory (--set {key}={local})")
 
 
