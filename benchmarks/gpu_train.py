@@ -87,6 +87,8 @@ def engine_step(model: Any, cuda: bool, batch: int) -> tuple[Callable[[Any], flo
     from evo_core.trainer.distributed import DeepSpeedSettings, wrap_model
 
     precision = "bf16" if cuda else "fp32"
+    if cuda:  # bf16 weights before the optimizer takes them (DeepSpeed keeps its fp32 master copy)
+        model = model.to(torch.bfloat16)
     settings = DeepSpeedSettings(zero_stage=2, micro_batch_size=batch, precision=precision, lr=1e-5, grad_clip=1.0,
                                  accelerator="cuda" if cuda else "cpu")
     engine = wrap_model(model, settings)
