@@ -179,8 +179,11 @@ def main(argv: list[str] | None = None) -> int:
         report["summary"] = summarize(report, a.cpu)
         write_json(report_path, report)
         if phase.name == "probe" and record["status"] != "ok":
-            say("probe failed: stopping (see the line above)")
-            break
+            write_json(report_path, report)
+            why = (out / "probe.log").read_text().strip().splitlines()
+            print(next((ln for ln in reversed(why) if ln.startswith("error:")), "error: the probe failed (see probe.log)"),
+                  file=sys.stderr)
+            return 2
     report["overran"] = [n for n, r in report["phases"].items() if r["status"] == "overrun"]
     report["ok"] = all(r["status"] == "ok" for r in report["phases"].values())
     report["summary"] = summarize(report, a.cpu)
