@@ -26,6 +26,21 @@ class CheckpointError(RuntimeError):
     """A resume checkpoint is missing or does not match what the log recorded."""
 
 
+class _HashingWriter:
+    """A write-only file object that feeds every byte to a hash as it passes (torch.save
+    writes its zip stream sequentially: no seek, so the digest is the file's)."""
+
+    def __init__(self, fh: Any, digest: Any) -> None:
+        self.fh, self.digest = fh, digest
+
+    def write(self, data: Any) -> int:
+        self.digest.update(data)
+        return self.fh.write(data)
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
 class Checkpoints:
     def __init__(self, root: str, run_id: str, keep: int = 2) -> None:
         self.dir = os.path.abspath(os.path.join(root, run_id))
@@ -48,14 +63,14 @@ class Checkpoints:
         """Write the checkpoint; returns ``{"path", "sha256"}`` as the log records it."""
         import torch
 
-        buf = io.BytesIO()
-        torch.save(state, buf)
-        data = buf.getvalue()
+        # streamed to the file and hashed on the way: no in-memory copy of the whole state
+        # (weights + optimizer: gigabytes a step for a 0.5B model), the same bytes and digest
         tmp = self.path(step) + f".tmp-{os.getpid()}"
+        digest = hashlib.sha256()
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            torch.save(state, _HashingWriter(fh, digest))
         os.replace(tmp, self.path(step))
-        return {"path": self.path(step), "sha256": hashlib.sha256(data).hexdigest()}
+        return {"path": self.path(step), "sha256": digest.hexdigest()}
 
     @staticmethod
     def load(step: int, recorded: Optional[dict[str, str]], fallback: str) -> dict[str, Any]:

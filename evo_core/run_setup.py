@@ -96,6 +96,21 @@ def build_policy(cfg: RunConfig) -> Any:
         raise RunError(str(exc)) from None
 
 
+def check_fits(cfg: RunConfig, policy: Any, splits: Splits) -> None:
+    """``evo_core.trainer.fit``'s checks: the longest prompt plus ``max_new_tokens`` within the
+    model's context window; on a CUDA device, the training and rollout memory within it."""
+    from evo_core.trainer.fit import FitError, check_run_fits, cuda_device_bytes
+    from evo_core.trainer.ranks import detect
+
+    ranked = detect()
+    try:
+        check_run_fits(cfg, policy, [*splits.train, *splits.validation, *splits.test],
+                       eval_items=max(len(splits.validation), len(splits.test)), world_size=ranked.world_size if ranked else 1, launched=ranked is not None,
+                       device_bytes=cuda_device_bytes(cfg.run.device), device=cfg.run.device)
+    except FitError as exc:
+        raise RunError(str(exc)) from None
+
+
 def build_session(cfg: RunConfig, plugins: PluginManager, *, sft: bool = True,
                   on_sft_step: Optional[Callable[[int, float], None]] = None) -> tuple[Any, dict[str, Any]]:
     """Domain, splits, policy (with the SFT warm start when configured) and the RL session."""
@@ -110,6 +125,8 @@ def build_session(cfg: RunConfig, plugins: PluginManager, *, sft: bool = True,
     domain, domain_plugin = build_domain(cfg, plugins)
     splits = load_splits(cfg, domain)
     policy = build_policy(cfg)
+    if cfg.policy.kind == "hf":  # a real model: its context window and the device, before any training
+        check_fits(cfg, policy, splits)
     sft_info: dict[str, Any] = {}
     if cfg.sft.enabled and sft:
         # renaming signals changes nothing SFT trains on, so the run seeds of a shared warm start share its key

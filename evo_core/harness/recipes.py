@@ -34,7 +34,13 @@ def named_paths(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def check_paths(cfg: Mapping[str, Any]) -> None:
     """Raise ``MissingPathError`` for the first missing path (all of them listed)."""
+    from evo_core.trainer.policy import hub_id_message
+
     missing = [(k, p) for k, p in named_paths(cfg) if not Path(p).exists()]
+    for k, p in missing:  # a hub id is the likelier cause: say so first
+        hint = hub_id_message(p, k) if k == "policy.path" else None
+        if hint:
+            raise MissingPathError(hint)
     if missing:
         k, p = missing[0]
         more = f" (and {len(missing) - 1} more: {', '.join(k2 for k2, _ in missing[1:])})" if len(missing) > 1 else ""

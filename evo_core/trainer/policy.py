@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from typing import Any, Mapping, Optional, Sequence
 
 import attrs
@@ -23,6 +24,20 @@ POLICY_FILE = "evo_policy.json"
 
 class PolicyLoadError(RuntimeError):
     """A policy directory is missing or unusable."""
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+
+
+def hub_id_message(path: str, key: str = "policy.path") -> Optional[str]:
+    """The one-line error for a model path that is no local directory but reads like a
+    Hugging Face hub id (``Qwen/Qwen2.5-Math-1.5B``); None for any other path."""
+    if os.path.exists(path) or not _HUB_ID.fullmatch(path) or path.startswith(("./", "../")):
+        return None
+    local = f"/models/{path.split('/')[-1]}"
+    return (f"{key} = {path!r} is not a local directory but reads like a Hugging Face hub id; EvoTrainer runs models "
+            f"from a local directory and never downloads one: download it first (huggingface-cli download {path} --local-dir {local}) "
+            f"and set {key} to that directory (--set {key}={local})")
 
 
 @attrs.frozen(kw_only=True)
@@ -71,7 +86,8 @@ class HFPolicy:
                         dtype: Optional[str] = None, name: Optional[str] = None) -> "HFPolicy":
         """Load a causal LM and its tokenizer from a local directory (never a hub)."""
         if not os.path.isdir(path):
-            raise PolicyLoadError(f"policy path {path!r} is not a local directory (models are never downloaded)")
+            raise PolicyLoadError(hub_id_message(path) or
+                                  f"policy path {path!r} is not a local directory (models are never downloaded)")
         if not os.path.exists(os.path.join(path, "config.json")):
             raise PolicyLoadError(f"policy path {path!r} has no config.json: not a transformers model directory")
         torch = _torch()
@@ -218,8 +234,10 @@ class HFPolicy:
                 if greedy:
                     nxt = logp.argmax(-1)
                 else:
-                    probs = logp.exp()
-                    nxt = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(self.device)
+                    if logp.device.type == "cpu":
+                        nxt = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+                    else:  # B uniforms go to the device, not B x vocab probabilities to the host
+                        nxt = sample_inverse_cdf(logp, generator)
                 lp = logp.gather(-1, nxt[:, None]).squeeze(-1)
                 nxt = torch.where(done, torch.full_like(nxt, tok.pad_id), nxt)
                 new_tokens.append(nxt)
@@ -461,6 +479,19 @@ def _select_rows(cache: Any, rows: Any) -> Any:
     return tuple(tuple(t[rows] for t in layer) for layer in cache)  # legacy (key, value) tuples
 
 
+def sample_inverse_cdf(logp: Any, generator: Any) -> Any:
+    """One token per row of ``logp`` [B, V] by inverse-CDF sampling on ``logp``'s device, with
+    one uniform per row drawn from the (CPU) ``generator``: the same seed gives the same tokens,
+    and a token of probability 0 (top-p) is never drawn. On a GPU this replaces copying
+    B x V probabilities to the host for ``torch.multinomial`` at every token (311 MB a token
+    for 512 rows of a 152k vocabulary)."""
+    torch = _torch()
+    u = torch.rand((logp.shape[0], 1), generator=generator, dtype=torch.float64).to(logp.device)
+    cdf = logp.exp().to(torch.float64).cumsum(-1)
+    idx = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
+    return idx.squeeze(-1).clamp_(max=logp.shape[-1] - 1)
+
+
 def _top_p_filter(logits: Any, top_p: float) -> Any:
     torch = _torch()
     sorted_logits, idx = torch.sort(logits, descending=True, dim=-1)
@@ -483,4 +514,4 @@ def _first_len_reaching(row: Sequence[int], tok: Tokenizer, chars: int) -> int:
     return len(row)
 
 
-__all__ = ["HFPolicy", "LoraSettings", "PolicyLoadError", "CharTokenizer", "HFTokenizer"]
+__all__ = ["HFPolicy", "LoraSettings", "PolicyLoadError", "hub_id_message", "CharTokenizer", "HFTokenizer"]

@@ -91,10 +91,10 @@ class RLSession:
         self.checkpoint_dir: Optional[str] = None  # where ZeRO writes this rank's optimizer shard of a resume checkpoint
 
     def _make_optimizer(self) -> Any:
-        import torch
+        from evo_core.trainer.distributed import adamw
 
         params = [p for p in self.policy.model.parameters() if p.requires_grad]
-        return torch.optim.AdamW(params, lr=self.rl.lr, weight_decay=self.rl.weight_decay)
+        return adamw(params, lr=self.rl.lr, weight_decay=self.rl.weight_decay, fused=all(p.is_cuda for p in params))
 
     def enable_zero(self, settings: Any) -> None:
         """Train through DeepSpeed ZeRO from now on (``evo_core.trainer.zero``): the same AdamW,

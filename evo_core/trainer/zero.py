@@ -57,9 +57,7 @@ class ZeroTrainer:
     """The DeepSpeed engine of one session. ``policy.model`` stays the consolidated weights."""
 
     def __init__(self, policy: Any, settings: Any, rl: Any, *, rank: int, world_size: int) -> None:
-        import torch
-
-        from evo_core.trainer.distributed import import_deepspeed
+        from evo_core.trainer.distributed import adamw, import_deepspeed
 
         ds = import_deepspeed(settings.accelerator)
         self.policy, self.settings, self.rl, self.stage = policy, settings, rl, int(settings.zero_stage)
@@ -70,7 +68,9 @@ class ZeroTrainer:
         params = [p for p in module.parameters() if p.requires_grad]
         for p in params:  # a gradient left by the SFT warm start would be summed into the first update's
             p.grad = None
-        optimizer = torch.optim.AdamW(params, lr=rl.lr, weight_decay=rl.weight_decay)  # RLSession._make_optimizer's
+        # RLSession._make_optimizer's (fused on CUDA, unless the state lives in CPU RAM)
+        optimizer = adamw(params, lr=rl.lr, weight_decay=rl.weight_decay,
+                          fused=all(p.is_cuda for p in params) and not settings.offload_optimizer)
         engine, _, _, _ = ds.initialize(model=module, optimizer=optimizer,
                                         config=session_ds_config(settings, world_size, rl.grad_clip))
         self.engine = engine
