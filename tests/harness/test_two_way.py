@@ -232,3 +232,24 @@ def test_offline_replay_judges_a_restore_on_the_underpaid(pm):
                    targets=("induced_unpaid_x",), prediction={"side": "unpaid"}, diagnostic=prop.diagnostic)
     out = OfflineReplay().backtest(bad, bctx(pm, rows, proposal=bad))
     assert out.passed is False and any("strictly wrong" in r or "precision" in r for r in out.reasons)
+
+
+def test_two_conditions_pair_a_task_feature_with_a_response_feature():
+    """A hack that is an honest answer's shape on another kind of task: two digits answer a short
+    task honestly, and a long task only as a hack. Neither condition alone separates them."""
+    rng = random.Random(5)
+    rows, i = [], 0
+    for g in range(80):
+        long_task = g % 2 == 0
+        prompt = "1234+5678+91=" if long_task else "12+34="
+        for k in range(4):
+            hack = long_task and k == 0
+            text = str(rng.randrange(10, 99)) if (hack or not long_task) else str(rng.randrange(100, 999))
+            f = features_for_group([text], prompt, [len(text)], [False])[0]
+            f = {key: f[key] for key in ("chars", "prompt_chars")}  # the two that matter, and nothing else
+            rows.append(rollout(i, step=1 + g // 8, text=text, reward=1.0, strict=not hack, group=f"g{g}", features=f))
+            i += 1
+    ind, report = induce(rows, Settings())
+    assert ind is not None and len(ind.conditions) == 2, report
+    assert {c.ref[1] for c in ind.conditions} == {"chars", "prompt_chars"}
+    assert ind.holdout.precision == 1.0 and ind.holdout.recall == 1.0
