@@ -1,6 +1,18 @@
-"""Statistics plugins decide with: paired bootstraps, t-intervals over replicates, trends.
+"""Statistics plugins decide with: paired bootstraps, t-intervals over replicates, trends,
+exact one-sided tests, and the validity test of a diagnosis (``evo_core.harness.validity``).
 The same functions the engine's summaries and the suite report use."""
 
-from evo_core.harness.stats import PairedBootstrap, TInterval, mean, paired_bootstrap, slope, t_interval
+from evo_core.harness.stats import (
+    PairedBootstrap,
+    TInterval,
+    binomial_greater,
+    fisher_greater,
+    mean,
+    paired_bootstrap,
+    slope,
+    t_interval,
+)
+from evo_core.harness.validity import ALPHA, Validity, audited, diagnosis_validity, paid_reward, side_of
 
-__all__ = ["PairedBootstrap", "TInterval", "mean", "paired_bootstrap", "slope", "t_interval"]
+__all__ = ["ALPHA", "PairedBootstrap", "TInterval", "Validity", "audited", "binomial_greater", "diagnosis_validity",
+           "fisher_greater", "mean", "paid_reward", "paired_bootstrap", "side_of", "slope", "t_interval"]

@@ -136,6 +136,7 @@ DEFAULT_DIAGNOSTICS: dict[str, dict[str, Any]] = {
     "entropy_collapse": {},
     "repetition_loops": {},
     "reward_oracle_gap": {},
+    "reward_oracle_underpay": {},
     "reward_heldout_divergence": {},
 }
 

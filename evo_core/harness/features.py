@@ -1,7 +1,18 @@
 """Generic response features: computed by the core, the same way for every domain.
 
 They are the vocabulary in which the harness describes what a reward pays for, beside the
-domain's own signals (whose names it never assumes). Each is cheap (linear in the response
+domain's own signals (whose names it never assumes). Three kinds:
+
+- the response's own surface (length, character classes, numbers, repetition...);
+- the **task's** surface (``prompt_*``: the prompt's length, digits, numbers, lines) and how the
+  response relates to it (``prompt_overlap``: copied text; ``prompt_number_share``: the share of
+  the response's numbers that occur in the prompt; ``number_digits_gap``: digits of the
+  response's last number minus those of the prompt's longest number), so that a predicate can
+  pair a property of the task with one of the response;
+- the response against the **other samples of its group** (``GROUP_RELATIVE``): distance,
+  duplicates, length relative to the group's median, and agreement with the group's majority
+  (whole response, and final number: self-consistency, which tracks correctness where the
+  policy is mostly right, whatever the verifier pays). Each is cheap (linear in the response
 length): they are computed for every rollout of every step, before interventions act, and
 logged with ``RolloutCompleted.features``.
 """
@@ -75,6 +86,43 @@ def _prompt_overlap(text: str, prompt: str) -> float:
     return round(best / len(text), 4)
 
 
+def _number_key(n: str) -> str:
+    """A number's value as text ("07" and "7.0" are the number 7)."""
+    try:
+        v = float(n)
+    except ValueError:
+        return n
+    return str(int(v)) if v.is_integer() else repr(v)
+
+
+def _digits_of(n: str) -> int:
+    return sum(ch.isdigit() for ch in n)
+
+
+def task_features(prompt: str) -> dict[str, Any]:
+    """The prompt's own surface: the same for every response to it (a task condition)."""
+    p = prompt[:MAX_CHARS]
+    nums = NUMBER.findall(p)
+    return {
+        "prompt_chars": len(prompt),
+        "prompt_digits": sum(ch.isdigit() for ch in p),
+        "prompt_numbers": len(nums),
+        "prompt_max_number_digits": max((_digits_of(n) for n in nums), default=0),
+        "prompt_lines": p.count("\n") + (1 if p else 0),
+        "prompt_words": len(WORD.findall(p)),
+    }
+
+
+def _task_relative(numbers: Sequence[str], prompt: str) -> dict[str, Any]:
+    """How the response's numbers relate to the prompt's."""
+    pnums = NUMBER.findall(prompt[:MAX_CHARS])
+    pkeys = {_number_key(n) for n in pnums}
+    share = sum(_number_key(n) in pkeys for n in numbers) / len(numbers) if numbers else 0.0
+    widest = max((_digits_of(n) for n in pnums), default=0)
+    gap = _digits_of(numbers[-1]) - widest if numbers else 0
+    return {"prompt_number_share": round(share, 4), "number_digits_gap": gap}
+
+
 def response_features(text: str, *, prompt: str = "", n_tokens: int = 0, truncated: bool = False) -> dict[str, Any]:
     t = text[:MAX_CHARS]
     stripped = t.strip()
@@ -99,11 +147,18 @@ def response_features(text: str, *, prompt: str = "", n_tokens: int = 0, truncat
         "last_char": stripped[-1] if stripped else "",
         "prompt_overlap": _prompt_overlap(stripped, prompt),
         "truncated": bool(truncated),
+        **_task_relative(numbers, prompt),
     }
 
 
 # Features that describe a response by the other samples of its group, not by itself.
-GROUP_RELATIVE = frozenset({"group_distance", "group_duplicates"})
+GROUP_RELATIVE = frozenset({"group_distance", "group_duplicates", "group_length_ratio", "group_majority",
+                            "group_answer_agreement"})
+
+
+def _final_number(text: str) -> Optional[str]:
+    nums = NUMBER.findall(text)
+    return _number_key(nums[-1]) if nums else None
 
 
 def group_features(texts: Sequence[str]) -> list[dict[str, Any]]:
@@ -112,15 +167,28 @@ def group_features(texts: Sequence[str]) -> list[dict[str, Any]]:
     heads = [t[:MAX_CHARS] for t in texts]
     counts = Counter(heads)
     grams = [_bigrams(t) for t in heads]  # once per response, not once per pair
+    lengths = sorted(len(t) for t in texts)
+    median = (lengths[(len(lengths) - 1) // 2] + lengths[len(lengths) // 2]) / 2 if lengths else 0.0
+    # the majority response, whitespace-normalised: strictly more common than any other
+    normal = [" ".join(t.split()) for t in heads]
+    modal = Counter(normal).most_common(2)
+    majority = modal[0][0] if modal and modal[0][1] > 1 and (len(modal) == 1 or modal[0][1] > modal[1][1]) else None
+    finals = [_final_number(t) for t in heads]
+    final_counts = Counter(f for f in finals if f is not None)
     for i, t in enumerate(heads):
         others = [j for j in range(len(heads)) if j != i]
         sim = sum(_similarity(t, heads[j], grams[i], grams[j]) for j in others) / len(others) if others else 1.0
+        agree = (final_counts[finals[i]] - 1) / len(others) if others and finals[i] is not None else 0.0
         out.append({"group_distance": round(1.0 - sim, 4),
-                    "group_duplicates": (counts[t] - 1) / len(others) if others else 0.0})
+                    "group_duplicates": (counts[t] - 1) / len(others) if others else 0.0,
+                    "group_length_ratio": round(len(texts[i]) / median, 4) if median else 1.0,
+                    "group_majority": majority is not None and normal[i] == majority,
+                    "group_answer_agreement": round(agree, 4)})
     return out
 
 
 def features_for_group(texts: Sequence[str], prompt: str, n_tokens: Sequence[int], truncated: Sequence[bool]) -> list[dict[str, Any]]:
     rel = group_features(texts)
-    return [{**response_features(t, prompt=prompt, n_tokens=n, truncated=tr), **g}
+    task = task_features(prompt)
+    return [{**task, **response_features(t, prompt=prompt, n_tokens=n, truncated=tr), **g}
             for t, n, tr, g in zip(texts, n_tokens, truncated, rel)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import attrs
@@ -139,3 +140,28 @@ def t_interval(xs: Sequence[float], confidence: float = 0.9) -> Optional[TInterv
     sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
     half = t_quantile(1.0 - (1.0 - confidence) / 2.0, n - 1) * sd / math.sqrt(n)
     return TInterval(n, m, m - half, m + half, sd)
+
+
+def fisher_greater(a: int, b: int, c: int, d: int) -> float:
+    """One-sided Fisher exact test on the 2x2 table [[a, b], [c, d]]: the probability, with the
+    margins fixed, of a first-row count of at least ``a`` (row 1 has a higher rate of column 1
+    than row 2). The hypergeometric tail, computed exactly."""
+    if min(a, b, c, d) < 0:
+        raise ValueError("fisher_greater: counts must be non-negative")
+    row1, col1, n = a + b, a + c, a + b + c + d
+    if n == 0 or row1 == 0:
+        return 1.0
+    total = math.comb(n, row1)
+    hi = min(row1, col1)
+    return min(1.0, sum(math.comb(col1, k) * math.comb(n - col1, row1 - k) for k in range(a, hi + 1)) / total)
+
+
+def binomial_greater(k: int, n: int, p: float) -> float:
+    """One-sided binomial test: P(X >= k) for X ~ Binomial(n, p), computed exactly."""
+    if n <= 0 or k <= 0:
+        return 1.0
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    return min(1.0, sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1)))

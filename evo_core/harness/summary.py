@@ -13,8 +13,10 @@ in the harness ever read. Per run:
 - the digest of the weights the run **started** from (the warm start), so that a comparison
   can check that two arms of a seed were paired;
 - the step of the first **valid diagnosis** (an invalid-severity diagnosis whose audited evidence
-  is mostly paid-but-rejected by the oracle), of the first promoted repair, and the step at which
-  test accuracy **collapsed** (fell 0.2 below its start), if it did.
+  departs significantly from the base rate of its side in its window: ``evo_core.harness.validity``,
+  a one-sided Fisher exact test at 0.05), of the first promoted repair, and the step at which
+  test accuracy **collapsed** (fell 0.2 below its start), if it did; and how many invalid-severity
+  diagnoses the test found valid, per side.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from evo_core.api import strict_metric
 from evo_core.harness.stats import paired_bootstrap
+from evo_core.harness.validity import diagnosis_validity
 from evo_events import (
     EvalCompleted,
     Event,
@@ -39,6 +42,7 @@ from evo_events import (
 )
 
 COLLAPSE_DROP = 0.2
+DEFAULT_WINDOW_STEPS = 10  # harness.window_steps when the run's config does not say
 
 
 def _by_version(evals: Sequence[EvalCompleted]) -> dict[int, EvalCompleted]:
@@ -91,7 +95,8 @@ def summarize_run(events: Iterable[Event], metric: Optional[str] = None) -> dict
         "validation_main": acc(_by_version(val).get(main_version)), "validation_last": acc(val[-1]) if val else None,
     }
     out.update(_wrong_branches(promotions, val, test_of, metric))
-    out.update(_timing(events, test_main, metric))
+    window = int(((config.get("harness") or {}).get("window_steps")) or DEFAULT_WINDOW_STEPS)
+    out.update(_timing(events, test_main, metric, window))
     out.update(_counts(events))
     return out
 
@@ -117,22 +122,33 @@ def _wrong_branches(promotions: Sequence[Promoted], val: Sequence[EvalCompleted]
             "promotions_without_test_eval": untestable}
 
 
-def _timing(events: Sequence[Event], test_main: Sequence[EvalCompleted], metric: Optional[str]) -> dict[str, Any]:
+def _timing(events: Sequence[Event], test_main: Sequence[EvalCompleted], metric: Optional[str],
+            window_steps: int = DEFAULT_WINDOW_STEPS) -> dict[str, Any]:
     rollouts = {e.event_id: e for e in events if isinstance(e, RolloutCompleted)}
+    by_step: dict[int, list[RolloutCompleted]] = {}
+    for r in rollouts.values():
+        by_step.setdefault(r.step, []).append(r)
     first_valid = None
+    tested = {"paid": 0, "unpaid": 0}
+    valid = {"paid": 0, "unpaid": 0}
     for d in events:
         if not isinstance(d, FailureDiagnosed) or d.severity != "invalid":
             continue
-        audited = [rollouts[i] for i in d.evidence if i in rollouts and rollouts[i].strict_correct is not None]
-        bad = [r for r in audited if (r.reward or 0) > 0 and not r.strict_correct]
-        if audited and len(bad) * 2 > len(audited):
+        window = [r for s in range(d.step - window_steps + 1, d.step + 1) for r in by_step.get(s, ())]
+        v = diagnosis_validity([rollouts[i] for i in d.evidence if i in rollouts], window,
+                               side=(d.stats or {}).get("side"))
+        if v is None:
+            continue
+        tested[v.side] += 1
+        valid[v.side] += v.valid
+        if v.valid and first_valid is None:
             first_valid = d.step
-            break
     repair = next((e.step for e in events if isinstance(e, Promoted) and e.subject == "intervention"), None)
     start = strict_metric(test_main[0], metric) if test_main else None
     collapse = next((e.step for e in test_main if start is not None
                      and (strict_metric(e, metric) or 0.0) <= start - COLLAPSE_DROP), None)
-    return {"first_valid_diagnosis_step": first_valid, "first_repair_step": repair, "collapse_step": collapse}
+    return {"first_valid_diagnosis_step": first_valid, "first_repair_step": repair, "collapse_step": collapse,
+            "diagnoses_tested": tested, "diagnoses_valid": valid}
 
 
 def _counts(events: Sequence[Event]) -> dict[str, Any]:

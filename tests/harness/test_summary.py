@@ -50,17 +50,27 @@ def test_rejections_keep_the_main_line():
     assert s["test_main"] == t0.metrics["strict_accuracy"] and s["test_last"] == t1.metrics["strict_accuracy"]
 
 
-def test_a_valid_diagnosis_is_one_the_oracle_agrees_with():
-    def r(i, paid, ok):
-        return RolloutCompleted(run_id="r", event_id=f"r{i}", step=5, task_id="t", group_id="g", policy_version=1,
+def test_a_valid_diagnosis_departs_from_its_sides_base_rate():
+    """Valid: the oracle rejects its paid evidence significantly more often than the other paid
+    audited rollouts of the window (one-sided Fisher exact, 0.05); see tests/harness/test_two_way.py."""
+    def r(i, paid, ok, step=5):
+        return RolloutCompleted(run_id="r", event_id=f"r{i}", step=step, task_id="t", group_id="g", policy_version=1,
                                 reward=1.0 if paid else 0.0, strict_correct=ok)
 
-    rows = [r(0, True, False), r(1, True, False), r(2, True, True), r(3, True, None)]
-    wrong = FailureDiagnosed(run_id="r", step=5, kind="k", severity="invalid", diagnostic="d", diagnostic_version="1",
-                             evidence=("r2", "r3"))
-    right = FailureDiagnosed(run_id="r", step=10, kind="k", severity="invalid", diagnostic="d", diagnostic_version="1",
-                             evidence=("r0", "r1", "r2"))
-    assert summarize_run([START, *rows, wrong, right])["first_valid_diagnosis_step"] == 10
+    rows = [r(i, True, False) for i in range(6)] + [r(i, True, True) for i in range(6, 16)] + [r(16, True, None)]
+    def d(step, ids):
+        return FailureDiagnosed(run_id="r", step=step, kind="k", severity="invalid", diagnostic="d", diagnostic_version="1",
+                                evidence=tuple(f"r{i}" for i in ids))
+
+    accepted = d(5, range(6, 12))  # flags work the oracle accepts: no departure
+    everything = d(6, range(17))  # the whole window: nothing to depart from
+    rejected = d(10, range(6))  # the rejected ones, against ten accepted: p = 1/C(16, 6)
+    s = summarize_run([START, *rows, accepted, everything, rejected])
+    assert s["first_valid_diagnosis_step"] == 10
+    assert s["diagnoses_tested"] == {"paid": 3, "unpaid": 0} and s["diagnoses_valid"] == {"paid": 1, "unpaid": 0}
+    # the same evidence with too little of the other label beside it is not enough
+    few = [r(i, True, False) for i in range(6)] + [r(6, True, True)]
+    assert summarize_run([START, *few, d(10, range(6))])["first_valid_diagnosis_step"] is None
 
 
 def test_the_summary_names_the_warm_start_it_started_from():

@@ -3,6 +3,9 @@
 - Changes with a reward, mask or re-grade effect: what they would have changed or removed,
   and, on the audited rollouts, whether they hit the invalid high-scoring ones (paid,
   strictly wrong: recall, precision) without touching genuine ones (strictly right). A
+  change that *restores* reward (the underpaid side: ``prediction["side"] == "unpaid"``, or
+  one that only raises rewards) is judged the mirror way: whether it raises the underpaid
+  ones (unpaid, strictly right: recall, precision) without raising strictly wrong ones. A
   proposal learned from evidence is judged only on audited rollouts it was not fitted on
   (its ``prediction["fitted_on"]``).
 - New or revised diagnostics: precision and recall of the rollouts they flag against the
@@ -32,6 +35,19 @@ def labels(rows: list[RolloutCompleted], pay_threshold: float = 0.0) -> tuple[se
         elif r.reward > pay_threshold:
             invalid.add(r.event_id)
     return invalid, genuine
+
+
+def underpaid_labels(rows: list[RolloutCompleted], pay_threshold: float = 0.0) -> tuple[set[str], set[str]]:
+    """(underpaid, wrong) audited rollout ids: unpaid-but-strictly-right, and strictly wrong."""
+    underpaid, wrong = set(), set()
+    for r in rows:
+        if r.strict_correct is None or r.reward is None:
+            continue
+        if not r.strict_correct:
+            wrong.add(r.event_id)
+        elif r.reward <= pay_threshold:
+            underpaid.add(r.event_id)
+    return underpaid, wrong
 
 
 def _ratio(a: int, b: int) -> Optional[float]:
@@ -72,14 +88,20 @@ class OfflineReplay:
         changed = {r.event_id for r in rows if r.event_id in masked
                    or (r.reward is not None and new[r.event_id] is not None and new[r.event_id] < r.reward)}
         raised = {r.event_id for r in rows if r.reward is not None and new[r.event_id] is not None and new[r.event_id] > r.reward}
-        invalid, genuine = labels(rows)
+        side = proposal.prediction.get("side") or ("unpaid" if raised and not changed else "paid")
+        if side == "unpaid":
+            # a restored reward: its hits are the underpaid, its false positives the strictly wrong
+            invalid, genuine = underpaid_labels(rows)
+            changed = raised
+        else:
+            invalid, genuine = labels(rows)
         audited_changed = changed & (invalid | genuine)
         kept = [r for r in rows if r.event_id not in masked and r.reward is not None]
         figures: dict[str, Any] = {
             "replayed": len(rows), "changed": len(changed), "masked": len(masked), "raised": len(raised),
             "mean_reward_before": _mean([r.reward for r in rows if r.reward is not None]),
             "mean_reward_after": _mean([new[r.event_id] for r in kept]),
-            "audited_invalid": len(invalid), "audited_genuine": len(genuine),
+            "side": side, "audited_invalid": len(invalid), "audited_genuine": len(genuine),
             "recall": _ratio(len(changed & invalid), len(invalid)),
             "false_positive_rate": _ratio(len(changed & genuine), len(genuine)),
             "precision": _ratio(len(changed & invalid), len(audited_changed)),
@@ -101,13 +123,15 @@ class OfflineReplay:
         if len(invalid) < self.min_invalid:
             return BacktestOutcome(backtester=self.name, mode="offline", passed=None, figures=figures, n=len(aud),
                                    version=self.version,
-                                   reasons=(f"no decision: {len(invalid)} audited invalid rollouts (< {self.min_invalid})",))
+                                   reasons=(f"no decision: {len(invalid)} audited {'underpaid' if side == 'unpaid' else 'invalid'} "
+                                            f"rollouts (< {self.min_invalid})",))
         reasons = []
         if figures["recall"] < cfg.min_recall:
             reasons.append(f"recall {figures['recall']:.2f} < {cfg.min_recall}")
         fpr = figures["false_positive_rate"]
         if fpr is not None and fpr > cfg.max_false_positive:
-            reasons.append(f"changes {fpr:.0%} of genuinely correct rollouts (> {cfg.max_false_positive:.0%})")
+            reasons.append(f"raises {fpr:.0%} of strictly wrong rollouts (> {cfg.max_false_positive:.0%})" if side == "unpaid"
+                           else f"changes {fpr:.0%} of genuinely correct rollouts (> {cfg.max_false_positive:.0%})")
         prec = figures["precision"]
         if prec is not None and prec < cfg.min_precision:
             reasons.append(f"precision {prec:.2f} < {cfg.min_precision}")

@@ -13,12 +13,13 @@ from .core import (
     RepetitionLoops,
     RewardHeldoutDivergence,
     RewardOracleGap,
+    RewardOracleUnderpay,
     TruncationRate,
     ZeroVarianceGroups,
 )
 
 ALL = (ZeroVarianceGroups, TruncationRate, LengthInflation, EntropyCollapse, RepetitionLoops, RewardOracleGap,
-       RewardHeldoutDivergence)
+       RewardOracleUnderpay, RewardHeldoutDivergence)
 
 __all__ = ["ALL", "BaseDiagnostic", "Measurement", *[c.__name__ for c in ALL]]
 

@@ -1,4 +1,5 @@
-"""Domain-agnostic diagnostics: reward signal health, lengths, entropy, repetition, format."""
+"""Domain-agnostic diagnostics: reward signal health, lengths, entropy, repetition, format,
+and the reward's disagreement with the strict oracle in both directions (over- and underpayment)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections import Counter, defaultdict
 from typing import Any, Mapping, Optional
 
 from evo_core.api import Param, Window
-from evo_core.api.stats import slope
+from evo_core.api.stats import binomial_greater, paid_reward, slope
 
 from .base import BaseDiagnostic, Measurement, halves, num, rate, train_rollouts
 
@@ -142,13 +143,14 @@ class RepetitionLoops(BaseDiagnostic):
 
 
 class RewardOracleGap(BaseDiagnostic):
-    """The training reward pays rollouts the strict oracle rejects.
+    """The training reward pays rollouts the strict oracle rejects (overpayment).
 
     On the audited sample, among the rollouts training *paid* (their reward after
     interventions, ``reward_final``), the share the oracle rejects. A reward that pays for
     something the oracle does not value is invalid evidence however high it scores; with a
     sound verifier the share is zero. Fires when the share exceeds ``max_overpay`` with at
-    least ``min_overpaid`` such rollouts."""
+    least ``min_overpaid`` such rollouts. ``p_value`` is the one-sided binomial test of the
+    share against ``max_overpay`` (reported, not gating: the firing rule is unchanged)."""
 
     name, version, kinds = "reward_oracle_gap", "2", ("reward_oracle_gap",)
     parameters = {"max_overpay": Param(0.05, min=0.0, max=1.0, doc="fire above this share of paid, rejected rollouts"),
@@ -156,24 +158,41 @@ class RewardOracleGap(BaseDiagnostic):
                   "pay_threshold": Param(0.0, doc="a reward above this counts as paid")}
 
     def measurements(self, window, p):
-        rows = [r for r in train_rollouts(window) if r.strict_correct is not None and _paid_reward(r) is not None]
-        paid = [r for r in rows if _paid_reward(r) > p["pay_threshold"]]
-        overpaid = [r for r in paid if not r.strict_correct]
-        share = len(overpaid) / len(paid) if paid else None
-        fired = share is not None and len(overpaid) >= p["min_overpaid"] and share > p["max_overpay"]
-        return [Measurement(share, len(paid), fired, "invalid", tuple(r.event_id for r in overpaid),
-                            {"threshold": p["max_overpay"], "overpaid": len(overpaid), "paid_audited": len(paid),
-                             "audited": len(rows)},
-                            message=f"the oracle rejects {len(overpaid)} of {len(paid)} paid audited rollouts")]
+        return [_wrong_side(window, p, "paid", p["max_overpay"], p["min_overpaid"])]
 
 
-def _paid_reward(r: Any) -> Optional[float]:
-    """What training paid: the reward after interventions (a masked rollout was paid nothing)."""
-    if r.reward is None:
-        return None
-    if (r.train or {}).get("masked"):
-        return 0.0
-    return r.reward_final if r.reward_final is not None else r.reward
+class RewardOracleUnderpay(BaseDiagnostic):
+    """The training reward withholds pay from rollouts the strict oracle accepts (underpayment).
+
+    The mirror of ``reward_oracle_gap``: on the audited sample, among the rollouts training
+    did *not* pay, the share the oracle accepts. A verifier that rejects correct work in a
+    form it does not parse, or against a wrong key, teaches the policy to avoid correct
+    answers. Fires when the share exceeds ``max_underpay`` with at least ``min_underpaid``
+    such rollouts; the same statistics and validity treatment as the overpaid side."""
+
+    name, version, kinds = "reward_oracle_underpay", "1", ("reward_oracle_underpay",)
+    parameters = {"max_underpay": Param(0.05, min=0.0, max=1.0, doc="fire above this share of unpaid, accepted rollouts"),
+                  "min_underpaid": Param(6, min=1, doc="underpaid rollouts needed before it can fire"),
+                  "pay_threshold": Param(0.0, doc="a reward above this counts as paid")}
+
+    def measurements(self, window, p):
+        return [_wrong_side(window, p, "unpaid", p["max_underpay"], p["min_underpaid"])]
+
+
+def _wrong_side(window: Window, p: Mapping[str, Any], side: str, tolerance: float, min_wrong: int) -> Measurement:
+    """The share of one side's audited rollouts the oracle disagrees with (paid: rejected;
+    unpaid: accepted), with its evidence and a one-sided binomial p-value against ``tolerance``."""
+    rows = [r for r in train_rollouts(window) if r.strict_correct is not None and paid_reward(r) is not None]
+    paid = [r for r in rows if paid_reward(r) > p["pay_threshold"]]
+    on_side = paid if side == "paid" else [r for r in rows if paid_reward(r) <= p["pay_threshold"]]
+    wrong = [r for r in on_side if (not r.strict_correct) == (side == "paid")]
+    share = len(wrong) / len(on_side) if on_side else None
+    fired = share is not None and len(wrong) >= min_wrong and share > tolerance
+    what = ("overpaid", "rejects", "paid") if side == "paid" else ("underpaid", "accepts", "unpaid")
+    stats = {"threshold": tolerance, what[0]: len(wrong), f"{what[2]}_audited": len(on_side), "audited": len(rows),
+             "side": side, "p_value": binomial_greater(len(wrong), len(on_side), tolerance)}
+    return Measurement(share, len(on_side), fired, "invalid", tuple(r.event_id for r in wrong), stats,
+                       message=f"the oracle {what[1]} {len(wrong)} of {len(on_side)} {what[2]} audited rollouts")
 
 
 class RewardHeldoutDivergence(BaseDiagnostic):

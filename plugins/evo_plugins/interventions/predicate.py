@@ -1,6 +1,8 @@
 """Generic repairs driven by a predicate: each takes any data-only predicate (the DSL of
 ``evo_core.harness.specs``, e.g. one the harness induced from audited evidence) and acts on
-the rollouts it matches. None of them knows what the predicate means."""
+the rollouts it matches. None of them knows what the predicate means. ``spec_penalty``,
+``spec_screen`` and ``rollback`` repair overpayment; ``spec_restore`` repairs underpayment;
+``oracle_regrade`` repairs either (the oracle's verdict replaces the verifier's)."""
 
 from __future__ import annotations
 
@@ -40,6 +42,31 @@ class SpecPenalty(_PredicateRepair):
         return max(float(params["floor"]), float(view.reward) - float(params["penalty"]))
 
 
+class SpecRestore(_PredicateRepair):
+    """The repair for underpayment: where the predicate holds and the verifier paid nothing
+    (reward at most ``pay_threshold``), pay ``value``, what the verifier pays an accepted
+    answer (the proposer sets it from the audited paid-and-accepted rollouts). It restores
+    withheld reward; it never lowers one."""
+
+    name, kind = "spec_restore", "reward_shaping"
+    changes = "reward: where `predicate` holds and the reward is at most `pay_threshold`, `value` (the paid reward)"
+    default_params = {**PREDICATE_PARAMS, "value": 1.0, "pay_threshold": 0.0}
+
+    def params(self, params):
+        p = super().params(params)
+        for k in ("value", "pay_threshold"):
+            if isinstance(p[k], bool) or not isinstance(p[k], (int, float)):
+                raise ValueError(f"{self.name}.{k}: a number is required, got {p[k]!r}")
+        if p["value"] <= p["pay_threshold"]:
+            raise ValueError(f"{self.name}.value must exceed pay_threshold ({p['value']!r} <= {p['pay_threshold']!r})")
+        return p
+
+    def new_reward(self, view, params):
+        if view.reward is None or view.reward > params["pay_threshold"] or not self.flags(view, params):
+            return None
+        return float(params["value"])
+
+
 class SpecScreen(_PredicateRepair):
     """Monitor-with-screening: rollouts the predicate flags do not enter the loss."""
 
@@ -72,4 +99,4 @@ class Rollback(SpecPenalty):
     restore_main = True
 
 
-ALL = (SpecPenalty, SpecScreen, OracleRegrade, Rollback)
+ALL = (SpecPenalty, SpecRestore, SpecScreen, OracleRegrade, Rollback)

@@ -1,9 +1,15 @@
-"""Induction from evidence: what does the training reward pay for that the oracle rejects?
+"""Induction from evidence: what does the training reward get wrong, in either direction?
 
-The strict oracle labels a small audited sample of rollouts. Among the rollouts the reward
-*pays*, contrast those the oracle rejects (positives) with those it accepts (negatives),
-over every signal the domain reports (whatever its name and type) and the generic response
-features the core computes. A small beam search finds the predicate of at most two
+The strict oracle labels a small audited sample of rollouts. The reward can be wrong on two
+sides, and induction contrasts within one side at a time (``Settings.side``):
+
+- ``paid`` (overpayment): among the rollouts the reward *pays*, those the oracle rejects
+  (positives) against those it accepts (negatives);
+- ``unpaid`` (underpayment): among the rollouts the reward does *not* pay, those the oracle
+  accepts (positives) against those it rejects (negatives).
+
+The contrast runs over every signal the domain reports (whatever its name and type) and the
+generic features the core computes (the response's, its task's, and its group's). A small beam search finds the predicate of at most two
 conditions, with learned thresholds or categorical values, that best separates them on one
 half of the sample (F-beta, precision weighted); its precision and recall on the other half
 are the falsifiable prediction it is proposed with. Nothing here knows any domain.
@@ -82,7 +88,8 @@ class Induced:
     considered: tuple[str, ...]
     fitted_on: tuple[str, ...]
     tested_on: tuple[str, ...]
-    positives: tuple[str, ...]  # all positive (paid, rejected) ids: the evidence
+    positives: tuple[str, ...]  # all positive ids (paid-but-rejected, or unpaid-but-accepted): the evidence
+    side: str = "paid"
 
     @property
     def predicate(self) -> dict[str, Any]:
@@ -100,7 +107,7 @@ class Induced:
 class Sample:
     positives: list[Any]
     negatives: list[Any]
-    unpaid: list[Any]
+    other: list[Any]  # audited rollouts of the other side, set aside
 
 
 @attrs.frozen
@@ -113,18 +120,29 @@ class Settings:
     min_gain: float = 0.02  # a second condition must add at least this much F-beta
     # on a tie, a condition on the response itself before one on its group (see ``induce``)
     response_first: bool = True
+    side: str = "paid"  # "paid": overpayment; "unpaid": underpayment
 
 
-def split_sample(audited: Iterable[Any], pay_threshold: float) -> Sample:
-    pos, neg, unpaid = [], [], []
+SIDES = ("paid", "unpaid")
+# (positives, negatives) of each side, in words
+SIDE_WORDS = {"paid": ("paid-but-rejected", "paid-and-accepted"), "unpaid": ("unpaid-but-accepted", "unpaid-and-rejected")}
+
+
+def split_sample(audited: Iterable[Any], pay_threshold: float, side: str = "paid") -> Sample:
+    """Positives and negatives of one side (see the module docstring)."""
+    if side not in SIDES:
+        raise ValueError(f"induction: side must be one of {', '.join(SIDES)}, got {side!r}")
+    pos, neg, other = [], [], []
     for r in audited:
         if r.strict_correct is None or r.reward is None:
             continue
-        if r.reward > pay_threshold:
+        if (r.reward > pay_threshold) != (side == "paid"):
+            other.append(r)
+        elif side == "paid":
             (neg if r.strict_correct else pos).append(r)
         else:
-            unpaid.append(r)
-    return Sample(pos, neg, unpaid)
+            (pos if r.strict_correct else neg).append(r)
+    return Sample(pos, neg, other)
 
 
 def _stable_halves(rows: Sequence[Any]) -> tuple[list[Any], list[Any]]:
@@ -217,14 +235,16 @@ def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
            exclude: Optional[Mapping[str, Any]] = None) -> tuple[Optional[Induced], dict[str, Any]]:
     """The best separating predicate, or None with the reason in the report. ``exclude`` is
     a predicate: rollouts it matches are already explained (an active repair covers them)."""
-    sample = split_sample(audited, settings.pay_threshold)
+    sample = split_sample(audited, settings.pay_threshold, settings.side)
     explained = compile_predicate(exclude) if exclude else None
     pos = [r for r in sample.positives if not (explained and explained(r))]
     neg = list(sample.negatives)
-    report: dict[str, Any] = {"positives": len(pos), "negatives": len(neg), "unpaid": len(sample.unpaid),
+    words = SIDE_WORDS[settings.side]
+    report: dict[str, Any] = {"side": settings.side, "positives": len(pos), "negatives": len(neg),
+                              "other_side": len(sample.other),
                               "min_positive": settings.min_positive, "min_negative": settings.min_negative}
     if len(pos) < settings.min_positive or len(neg) < settings.min_negative:
-        report["reason"] = (f"too little audited evidence: {len(pos)} paid-but-rejected and {len(neg)} paid-and-accepted "
+        report["reason"] = (f"too little audited evidence: {len(pos)} {words[0]} and {len(neg)} {words[1]} "
                             f"(need {settings.min_positive} and {settings.min_negative})")
         return None, report
     fit_pos, test_pos = _stable_halves(pos)
@@ -259,10 +279,10 @@ def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
             if fj >= best_f + settings.min_gain and sj.tp >= 2:
                 best_f, best, best_conds = fj, sj, (cands[i], c2)
     if best.tp < 2:
-        report["reason"] = "no predicate flags at least two paid-but-rejected rollouts"
+        report["reason"] = f"no predicate flags at least two {words[0]} rollouts"
         return None, report
     held = score(best_conds, test_pos, test_neg)
     induced = Induced(best_conds, best, held, tuple(considered), tuple(r.event_id for r in fit_pos + fit_neg),
-                      tuple(r.event_id for r in test_pos + test_neg), tuple(r.event_id for r in pos))
+                      tuple(r.event_id for r in test_pos + test_neg), tuple(r.event_id for r in pos), settings.side)
     report.update(predicate=induced.describe(), fit=best.to_dict(), holdout=held.to_dict())
     return induced, report
