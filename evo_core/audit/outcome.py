@@ -11,7 +11,6 @@ Three measures, each over ``window`` steps before versus after the decision step
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import attrs

@@ -241,8 +241,8 @@ def render_screens(report: AuditReport, out: Console, *, evidence: int = EVIDENC
             out.print(Text(line, style=style or ""))
     if report.chains:
         out.print()
-        out.print(Text(fit(f"--verbose: every event of each chain; --json: the chains as JSON; "
-                           f"-p ID: one promotion")))
+        out.print(Text(fit("--verbose: every event of each chain; --json: the chains as JSON; "
+                           "-p ID: one promotion")))
 
 
 __all__ = ["render_screens", "screen", "header", "describe_predicate", "WIDTH", "MAX_LINES"]

@@ -4,7 +4,6 @@ which event cannot be decoded and suggest `evo verify`, in one line, exit 2."""
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import pytest
 
