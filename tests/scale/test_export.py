@@ -166,7 +166,7 @@ TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 2, "
 def _tiny_config() -> dict:
     from evo_core.config import config_from_dict
 
-    return config_from_dict({"policy": {"tiny": dict(TINY)}, "harness": {"mode": "fixed"}}).to_dict()
+    return config_from_dict({"policy": {"tiny": dict(TINY)}}).for_arm("fixed").to_dict()  # as a run logs it
 
 
 def _state_blob(store, policy) -> object:

@@ -121,7 +121,7 @@ def test_log_every_is_validated(tmp_path):
 
     from .testlib import tiny_config_dict
 
-    with pytest.raises(ConfigError, match="'run.log_every' must be >= 1"):
+    with pytest.raises(ConfigError, match="'run.log_every' must be an integer >= 1"):
         config_from_dict(tiny_config_dict(tmp_path, run={"log_every": 0}))
 
 
