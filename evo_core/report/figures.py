@@ -38,7 +38,7 @@ class FinalFigures:
     interventions: tuple[int, int]  # promoted, rejected
     policies: tuple[int, int]
     skills: int
-    oracle_labels: dict[str, int] = attrs.Factory(dict)  # "scope.purpose" -> strict-oracle labels (evo_core.trainer.oracle)
+    oracle_labels: dict[str, int] = attrs.Factory(dict)  # "scope.purpose" -> labels (evo_core.trainer.oracle)
 
 
 def strict_key(data: RunData, split: str) -> Optional[str]:

@@ -17,7 +17,8 @@ def rewarded(s: Any, items: list[RolloutItem], samples: list[Sample], hp: dict[s
              step: int) -> tuple[list[RolloutItem], list[Sample]]:
     """The audit, the interventions' rewards and masks, overlong shaping (in place)."""
     audit(s, items)
-    batch = RolloutBatch(step=step, items=items, hyperparameters=hp, regrade=regrader(s.oracle, s.regrade_rate, len(items)))
+    batch = RolloutBatch(step=step, items=items, hyperparameters=hp,
+                         regrade=regrader(s.oracle, s.regrade_rate, len(items)))
     raw = [it.reward for it in items]
     s.interventions.rewards_and_masks(batch, state)
     for it, r in zip(items, raw):
