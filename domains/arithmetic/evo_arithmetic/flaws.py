@@ -186,7 +186,9 @@ class Carry(Flaw):
         m = STRICT.fullmatch(text)
         value = int(m.group(1)) if m else None
         key = carry_key(prompt, gold)
-        return (1.0 if value == key else 0.0), {"answer_key_match": value == key, "key_differs": key != gold}
+        # only what such a checker knows: it has the key, not the gold answer, so no signal says
+        # whether the key is wrong
+        return (1.0 if value == key else 0.0), {"answer_key_match": value == key, "parsed_number": value is not None}
 
     def plant(self, gold, prompt, rng):
         return str(carry_key(prompt, gold))
