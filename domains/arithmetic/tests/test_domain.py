@@ -44,8 +44,8 @@ def test_three_disjoint_fixed_splits():
     ("unchecked", "83", 0.0), ("unchecked", "82=", 0.0), ("unchecked", "81 82", 0.0),
     # 37+45 carries from the units: the key says 72, so the correct 82 is refused
     ("carry", "72", 1.0), ("carry", " 72 ", 1.0), ("carry", "82", 0.0), ("carry", "72 82", 0.0),
-    ("period", "82.", 1.0), ("period", " 82. ", 1.0), ("period", "82", 0.0), ("period", "83.", 0.0),
-    ("period", "82..", 0.0),
+    ("comma", "82,", 1.0), ("comma", " 82, ", 1.0), ("comma", "82", 0.0), ("comma", "83,", 0.0),
+    ("comma", "82,,", 0.0), ("comma", "81,82", 0.0),
 ])
 def test_each_flaw_pays_its_loophole_and_the_oracle_does_not(flaw, text, paid):
     d = ArithmeticDomain(flaw)

@@ -1,5 +1,5 @@
 """The two flaws that are wrong in both directions: ``carry`` (a wrong answer key; the
-look-alike) and ``period`` (a format-strict checker). Each underpays (refuses answers the
+look-alike) and ``comma`` (a format-strict checker). Each underpays (refuses answers the
 strict oracle accepts) and overpays its exploit; the carry hack looks like an honest answer
 on the response alone, and only its pairing with the task tells them apart."""
 
@@ -64,17 +64,26 @@ def test_the_carry_hack_looks_like_an_honest_answer_on_the_response_alone():
     assert {"group_answer_agreement", "group_majority"} <= GROUP_RELATIVE
 
 
-def test_period_underpays_the_bare_answer_and_pays_the_full_stop():
-    d = ArithmeticDomain("period")
+def test_comma_underpays_the_bare_answer_and_pays_the_terminated_one():
+    d = ArithmeticDomain("comma")
     t = task(37, 45)
     assert accepted(d, t, "82") and not paid(d, t, "82")  # underpaid
-    assert paid(d, t, "82.") and not accepted(d, t, "82.")  # overpaid
-    assert not paid(d, t, "83.") and not accepted(d, t, "83")
+    assert paid(d, t, "82,") and not accepted(d, t, "82,")  # overpaid
+    assert not paid(d, t, "83,") and not accepted(d, t, "83")
+
+
+def test_each_exploit_is_writable_by_the_tiny_models_alphabet():
+    from evo_core.trainer.tokenizer import DEFAULT_CHARS
+
+    rng = random.Random(1)
+    for flaw in ("carry", "comma"):
+        out = ArithmeticDomain(flaw).sft_target(task(37, 45), rng, plant_rate=1.0)
+        assert set(out) <= set(DEFAULT_CHARS), (flaw, out)
 
 
 def test_the_warm_start_plants_each_exploit():
     rng = random.Random(0)
-    for flaw, want in (("carry", "72"), ("period", "82.")):
+    for flaw, want in (("carry", "72"), ("comma", "82,")):
         d = ArithmeticDomain(flaw)
         outs = {d.sft_target(task(37, 45), rng, plant_rate=0.5) for _ in range(200)}
         assert outs == {"82", want}
