@@ -187,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     write_json(out_path, out)
     sess = loop.session
     sess.sync_engine = timed(sess.sync_engine, acc, "sync")
-    sess._graded = timed(sess._graded, acc, "grading")
+    from evo_core.trainer import grading  # the session grades through this module's function
+    grading.graded = timed(grading.graded, acc, "grading")
     before = {**loop.timings, **acc}
     last = time.perf_counter()
 
