@@ -6,7 +6,7 @@ from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 import attrs
 
-from evo_core.api.params import Param, defaults_of
+from evo_core.api.params import Param, declare_parameters
 from evo_events import EvalCompleted, FailureDiagnosed, RolloutCompleted, StepCompleted
 
 STRICT_METRICS = ("strict_accuracy", "accuracy", "pass_rate", "resolve_rate")
@@ -88,10 +88,7 @@ class BaseDiagnostic:
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
-        if cls.__dict__.get("parameters"):
-            cls.default_params = defaults_of(cls.parameters)
-        elif "default_params" in cls.__dict__:  # defaults alone: a declaration inferred from them
-            cls.parameters = {k: Param(v) for k, v in dict(cls.default_params).items()}
+        declare_parameters(cls)
         if not cls.kinds and cls.__dict__.get("name"):
             cls.kinds = (cls.name,)
 

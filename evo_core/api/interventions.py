@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping, Optional, Protocol, Sequence, runtime
 import attrs
 
 from evo_core.api.domain import Task
-from evo_core.api.params import Param, defaults_of
+from evo_core.api.params import Param, declare_parameters
 from evo_events import RolloutCompleted
 
 # effect method -> the step stage where the core applies it
@@ -143,10 +143,7 @@ class BaseIntervention:
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
-        if cls.__dict__.get("parameters"):
-            cls.default_params = defaults_of(cls.parameters)
-        elif "default_params" in cls.__dict__:  # defaults alone: a declaration inferred from them
-            cls.parameters = {k: Param(v) for k, v in dict(cls.default_params).items()}
+        declare_parameters(cls)
 
     def params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         return {**self.default_params, **dict(params or {})}

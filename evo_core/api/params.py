@@ -136,3 +136,12 @@ def check_params(parameters: Mapping[str, Param], given: Mapping[str, Any]) -> d
             raise ParamError(key, f"is not a parameter (its parameters: {', '.join(sorted(parameters)) or 'none'})")
         out[key] = parameters[key].check(key, value)
     return out
+
+
+def declare_parameters(cls: Any) -> None:
+    """Keep a plugin class's ``parameters`` and ``default_params`` in step: declared Params give
+    the defaults; defaults alone give a declaration inferred from them."""
+    if cls.__dict__.get("parameters"):
+        cls.default_params = defaults_of(cls.parameters)
+    elif "default_params" in cls.__dict__:
+        cls.parameters = {k: Param(v) for k, v in dict(cls.default_params).items()}
