@@ -277,3 +277,18 @@ def test_grading_adds_trajectory_features_to_episodes_only(naming):
     assert s.trajectory_features is not None and s.features_s > 0
     single, _ = graded(s, [task], groups, 2, 0)  # no episodes: response features only
     assert not any(k.startswith("traj_") for k in single[0].features)
+
+
+def test_the_domain_contract_checks_the_classifier():
+    from evo_core.api.contract import problems
+
+    class D:
+        name, version = "d", "1"
+        load_tasks = verify = oracle = staticmethod(lambda *a: None)
+
+    assert problems("domain", D()) == []
+    D.trajectory_classifier = CLS
+    assert problems("domain", D()) == []
+    D.trajectory_classifier = object()
+    assert problems("domain", D()) == ["'trajectory_classifier' must have tool_class(tool, args) and classify_path(path) "
+                                       "(evo_core.api.TrajectoryClassifier)"]
