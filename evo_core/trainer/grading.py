@@ -37,6 +37,19 @@ def trajectory_featurizer(s: Any) -> TrajectoryFeaturizer:
     return f
 
 
+def episode_features(s: Any, comps: Sequence[Completion]) -> list[dict[str, Any]]:
+    """Each completion's trajectory features. A domain classifier that raises or answers outside
+    its contract stops the run as a raising verifier does (a ``PluginFailed``, one clear line)."""
+    from evo_core.trainer.protocols import VerifierFailed
+
+    try:
+        traj = trajectory_featurizer(s)
+        return [traj.features(c) for c in comps]
+    except Exception as exc:
+        raise VerifierFailed(f"domain {getattr(s.domain, 'name', '?')!r} trajectory features failed: "
+                             f"{type(exc).__name__}: {exc}") from exc
+
+
 def graded(s: Any, chosen: Sequence[Task], groups: Sequence[Sequence[Sample]], step: int, group_offset: int,
            completions: Optional[Sequence[Sequence[Completion]]] = None,
            episode_stats: Optional[Sequence[Sequence[Mapping[str, Any]]]] = None
@@ -56,8 +69,7 @@ def graded(s: Any, chosen: Sequence[Task], groups: Sequence[Sequence[Sample]], s
         feats = features_for_group([x.text for x in group], task.prompt, [x.n_generated for x in group],
                                    [x.truncated for x in group])
         if any(c.turns for c in comps[gi]):  # episodes: what each one did, beside its final text
-            traj = trajectory_featurizer(s)
-            feats = [{**f, **traj.features(c)} for f, c in zip(feats, comps[gi])]
+            feats = [{**f, **t} for f, t in zip(feats, episode_features(s, comps[gi]))]
         s.features_s += time.perf_counter() - tf
         for j, (smp, f) in enumerate(zip(group, feats)):
             comp = comps[gi][j]

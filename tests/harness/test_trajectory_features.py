@@ -292,3 +292,14 @@ def test_the_domain_contract_checks_the_classifier():
     D.trajectory_classifier = object()
     assert problems("domain", D()) == ["'trajectory_classifier' must have tool_class(tool, args) and classify_path(path) "
                                        "(evo_core.api.TrajectoryClassifier)"]
+
+
+def test_a_failing_classifier_stops_grading_like_a_raising_verifier():
+    from evo_core.trainer.grading import graded
+    from evo_core.trainer.protocols import Sample, VerifierFailed
+
+    s = FakeSession()
+    s.domain.trajectory_classifier = BadClassifier(tool="write")
+    comps = [Completion(text="x", turns=(call("edit", path="a.py"),))]
+    with pytest.raises(VerifierFailed, match="episodic.*trajectory features failed.*tool_class"):
+        graded(s, [Task(task_id="t", prompt="p")], [[Sample(prompt="p", text="x")]], 1, 0, [comps], [[{}]])
