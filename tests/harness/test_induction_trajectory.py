@@ -82,3 +82,26 @@ def test_pairs_a_trajectory_condition_with_a_response_condition():
     traj = next(c for c in ind.conditions if c.ref[1].startswith("traj_"))
     assert traj.ref[1] == "traj_verified_after_edit" and traj.value is False, ind.describe()
     assert ind.holdout.precision >= 0.95 and ind.holdout.recall >= 0.95
+
+
+def test_the_contrast_proposer_proposes_a_repair_over_a_trajectory_feature():
+    """The standard proposer, end to end: an invalid diagnosis and the audited episodes give a
+    data-only spec and repairs whose predicate names a (renamed) trajectory feature."""
+    from evo_core.api.specs import evaluate_spec
+    from evo_plugins.proposers import ContrastProposer
+    from tests.harness.test_proposers import ctx, diag
+
+    rng = random.Random(2)
+    rows = []
+    for _ in range(200):
+        hack = rng.random() < 0.3
+        right = rng.random() < 0.7
+        rows.append((episode(rng, edits_test=hack), 1.0 if hack or right else 0.0, (not hack) and right, "submitted"))
+    logged = audited(rows, TrajectoryFeaturizer(CLS, naming="hashed", seed=7))
+    props = ContrastProposer().propose(ctx([diag("reward_oracle_gap")], logged), {})
+    assert props and props[0].name == "spec_penalty"
+    pred = props[0].params["predicate"]
+    assert pred["feature"].startswith("traj_edit_share[s_"), pred
+    spec = props[0].diagnostic["spec"]
+    assert evaluate_spec(spec, logged).fired
+    assert props[0].prediction["holdout_precision"] == 1.0
