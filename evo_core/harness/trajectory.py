@@ -13,7 +13,7 @@ and, when the episode has a diff, ``traj_diff_files`` and ``traj_diff_lines``.
 
 With the domain's classifier: ``traj_calls_<class>`` per tool class (read, edit, verify,
 submit, other), ``traj_verified_after_edit`` (a verify-class call came after the last
-edit-class call), ``traj_submitted`` (the last call is a submit-class call that did not fail),
+edit-class call that did not fail), ``traj_submitted`` (the last call is a submit-class call that did not fail),
 ``traj_edit_path_classes``, and per path class ``traj_edit_share[<class>]`` (the share of edit
 calls on a path of that class) and ``traj_diff_share[<class>]`` (the share of the diff's
 changed lines in files of that class).
@@ -198,7 +198,8 @@ class TrajectoryFeaturizer:
             classes[c] += 1
             last_class, last_failed = c, failed or _flag(t.get("call_error"))
             if c == "edit":
-                last_edit = i
+                if not last_failed:  # a failed edit changed nothing a test run could have checked
+                    last_edit = i
                 if path is not None:
                     edits_by_class[self.path_class(path)] += 1
             elif c == "verify":

@@ -99,6 +99,11 @@ def test_errors_repeats_and_a_failed_submit():
     assert f["traj_repeated_calls"] == 2
     assert f["traj_submitted"] is False and f["traj_stop"] == "max_steps"
     assert f["traj_verified_after_edit"] is False  # no edit at all
+    # a failed edit after the test run changed nothing: the tests still ran after the last edit
+    after = honest()[:6] + [call("edit", path="pkg/core.py", error=True), call("submit")]
+    assert trajectory_features(after, classifier=CLS)["traj_verified_after_edit"] is True
+    assert trajectory_features(after[:-2] + [call("edit", path="pkg/core.py")], classifier=CLS)[
+        "traj_verified_after_edit"] is False
     assert f["traj_calls_unlisted"] == 1 and f["traj_calls[edit]"] == 0  # declared tools are always there
 
 
