@@ -149,4 +149,7 @@ def build_session(cfg: RunConfig, plugins: PluginManager, *, sft: bool = True,
                         total_steps=cfg.run.steps, plugins=plugins, audit_rate=audit.rate, audit_min=audit.min_per_step,
                         regrade_rate=audit.regrade_rate, engine=engine, reward=cfg.task.reward)
     session.domain_plugin = domain_plugin  # type: ignore[attr-defined]
+    # the domain's words in trajectory features (tool names, path classes) are renamed like its signals
+    session.signal_naming = (str(cfg.task.options.get("signal_names", "plain")),  # type: ignore[attr-defined]
+                             int(cfg.task.options.get("signal_seed", 0) or 0))
     return session, sft_info
