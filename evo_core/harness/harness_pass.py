@@ -182,7 +182,7 @@ class HarnessPass:
         return ProposalContext(run_id=self.run_id, step=self.step, diagnoses=tuple(actionable), state=self.state,
                                window=window, config=cfg, interventions=self.catalog.interventions,
                                diagnostics=self.catalog.diagnostics, skills=skills,
-                               history=tuple(self.evidence.history()), seed=cfg.backtest.seed + self.step)
+                               history=self.evidence.history(), seed=cfg.backtest.seed + self.step)
 
     def evaluate(self, prop: Proposal, diagnoses: Sequence[FailureDiagnosed]) -> bool:
         """One proposal: logged, backtested, gated, decided. Whether it was promoted."""
@@ -223,7 +223,7 @@ class HarnessPass:
                               window=self.evidence.window(self.step), config=self.config,
                               interventions=self.catalog.interventions, diagnostics=self.catalog.diagnostics,
                               diagnoses=tuple(diagnoses), seed=self.config.backtest.seed + self.step,
-                              history=tuple(self.evidence.history()),
+                              history=self.evidence.history(),
                               reader=self.diagnoses.view(watched, self.run_id, self.step),
                               arms=backtesting.arms(self.state, prop, restore_main))
         names = backtesting.plan(self.config, self.catalog.backtesters, prop)

@@ -24,9 +24,11 @@ class EvidenceWindow:
         self._steps: deque[StepCompleted] = deque(maxlen=max(window_steps * 4, 50))
         self.evals: list[EvalCompleted] = []  # all validation evals: trends over evals need history
         self._diagnoses: deque[FailureDiagnosed] = deque(maxlen=500)
+        self._history_flat: Optional[tuple[RolloutCompleted, ...]] = None  # history(), until the next add_step
 
     def add_step(self, step: int, rollouts: Sequence[RolloutCompleted], step_event: Optional[StepCompleted],
                  evals: Sequence[EvalCompleted] = ()) -> None:
+        self._history_flat = None
         for buf, keep in ((self._rollouts, self.window_steps), (self._history, self.history_steps)):
             if buf and buf[-1][0] == step:
                 buf[-1][1].extend(rollouts)
@@ -65,9 +67,12 @@ class EvidenceWindow:
             rows = [r for r in rows if r[0] > cutoff]
         return [r for _, batch in rows for r in batch]
 
-    def history(self) -> list[RolloutCompleted]:
-        """Up to ``history_steps`` of logged rollouts (what offline replay and induction read)."""
-        return [r for _, batch in self._history for r in batch]
+    def history(self) -> tuple[RolloutCompleted, ...]:
+        """Up to ``history_steps`` of logged rollouts (what offline replay and induction read);
+        flattened once per step, however many readers a pass has."""
+        if self._history_flat is None:
+            self._history_flat = tuple(r for _, batch in self._history for r in batch)
+        return self._history_flat
 
     def eval_by_id(self, event_id: Optional[str]) -> Optional[EvalCompleted]:
         return next((e for e in reversed(self.evals) if e.event_id == event_id), None) if event_id else None

@@ -205,8 +205,13 @@ class RewardHeldoutDivergence(BaseDiagnostic):
                       "max_evals": 8, "min_reward_rise": 0.0, "min_heldout_drop": 0.05}
 
     def measurements(self, window, p):
-        evals = [e for e in window.evals if e.branch == "main" and e.split != "train"
-                 and isinstance(e.metrics.get(p["heldout_metric"]), (int, float))][-p["max_evals"]:]
+        evals = []  # the last max_evals, read from the end: window.evals holds the whole run's
+        for e in reversed(window.evals):
+            if len(evals) >= p["max_evals"]:
+                break
+            if e.branch == "main" and e.split != "train" and isinstance(e.metrics.get(p["heldout_metric"]), (int, float)):
+                evals.append(e)
+        evals.reverse()
         steps = [s for s in window.steps if isinstance(s.metrics.get(p["reward_metric"]), (int, float))]
         if len(evals) < p["min_evals"] or len(steps) < 3:
             return [Measurement(None, len(evals), False)]

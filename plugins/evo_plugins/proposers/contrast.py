@@ -87,7 +87,8 @@ class ContrastProposer:
     def _sides(triggers: Sequence[Any], ctx: ProposalContext, pay_threshold: float) -> dict[str, list[Any]]:
         """Each trigger's side: the one it declares, else the one most of its audited evidence is on
         (a diagnosis with no audited evidence, such as a held-out trend, is about the paid side)."""
-        rows = {r.event_id: r for r in (ctx.history or ctx.window.rollouts)}
+        wanted = {i for d in triggers for i in d.evidence}
+        rows = {r.event_id: r for r in (ctx.history or ctx.window.rollouts) if r.event_id in wanted}
         out: dict[str, list[Any]] = {}
         for d in triggers:
             side = (d.stats or {}).get("side")

@@ -187,8 +187,11 @@ def _thresholds(values: Sequence[float]) -> list[float]:
     return [round(m, 6) for m in mids]
 
 
-def candidate_conditions(pos: Sequence[Any], neg: Sequence[Any]) -> tuple[list[Condition], list[str]]:
-    rows = [_values(r) for r in list(pos) + list(neg)]
+def candidate_conditions(pos: Sequence[Any], neg: Sequence[Any], *,
+                         values: Optional[Sequence[Mapping[tuple[str, str], Any]]] = None
+                         ) -> tuple[list[Condition], list[str]]:
+    """``values``: the rows' ``_values`` (pos then neg), when the caller has them already."""
+    rows = list(values) if values is not None else [_values(r) for r in list(pos) + list(neg)]
     pos_rows = rows[:len(pos)]
     keys = sorted({k for row in rows for k in row})
     out: list[Condition] = []
@@ -235,10 +238,12 @@ def _bits(cond: Condition, rows: Sequence[Any]) -> int:
 _ORDERING = ("<", "<=", ">", ">=")
 
 
-def condition_bits(conds: Sequence[Condition], rows: Sequence[Any]) -> list[int]:
+def condition_bits(conds: Sequence[Condition], rows: Sequence[Any], *,
+                   values: Optional[Sequence[Mapping[tuple[str, str], Any]]] = None) -> list[int]:
     """``[_bits(c, rows) for c in conds]``, the same bitsets, computed per feature rather than
     per condition: a feature's ordering thresholds all come from one sort of its values
-    (induction tries up to 2 × MAX_THRESHOLDS of them per feature)."""
+    (induction tries up to 2 × MAX_THRESHOLDS of them per feature). ``values``: the rows'
+    ``_values``, when the caller has them already."""
     out: list[Optional[int]] = [None] * len(conds)
     by_ref: dict[tuple[str, str], list[int]] = {}
     for k, c in enumerate(conds):
@@ -248,7 +253,7 @@ def condition_bits(conds: Sequence[Condition], rows: Sequence[Any]) -> list[int]
         else:
             out[k] = _bits(c, rows)
     if by_ref:
-        columns = [_values(r) for r in rows]
+        columns = values if values is not None else [_values(r) for r in rows]
         for ref, ks in by_ref.items():
             pts = []  # (value, row) for the rows the compiled predicate can order: numbers, bools as 0/1
             for i, row in enumerate(columns):
@@ -290,13 +295,14 @@ def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
         return None, report
     fit_pos, test_pos = _stable_halves(pos)
     fit_neg, test_neg = _stable_halves(neg)
-    cands, considered = candidate_conditions(fit_pos, fit_neg)
+    vals_pos, vals_neg = [_values(r) for r in fit_pos], [_values(r) for r in fit_neg]
+    cands, considered = candidate_conditions(fit_pos, fit_neg, values=vals_pos + vals_neg)
     report["considered"] = considered
     if not cands:
         report["reason"] = "no feature or signal varies across the audited sample"
         return None, report
     # each condition as bitsets over the fitting half: a pair is an AND, scored by popcount
-    bits = list(zip(condition_bits(cands, fit_pos), condition_bits(cands, fit_neg)))
+    bits = list(zip(condition_bits(cands, fit_pos, values=vals_pos), condition_bits(cands, fit_neg, values=vals_neg)))
     npos, nneg = len(fit_pos), len(fit_neg)
 
     def f(bp: int, bn: int) -> tuple[float, Score]:
