@@ -47,14 +47,27 @@ def table(report: dict[str, Any]) -> str:
     lines = [f"Seeds {report['seeds']}, one invocation on {version} ({hours:.2f} h), mode {report['mode']}, "
              f"audit rate {report['audit_rate']}. Test-split strict accuracy of the main line, mean ± 95% CI "
              "half-width across seeds; differences paired by seed.", "",
-             "| flaw | fixed | early stop | reference | evolving | evolving − early stop | evolving − reference |",
-             "|---|---|---|---|---|---|---|"]
+             "| flaw | fixed | early stop | reference | evolving | evolving − early stop | evolving − reference "
+             "| oracle labels (fixed / early stop / reference / evolving) |",
+             "|---|---|---|---|---|---|---|---|"]
     for flaw in report["flaws"]:
         agg, comp = report["aggregate"][flaw], report["comparisons"][flaw]
         cells = [_cell(agg.get(arm, {}).get("test_main")) for arm in ARMS]
         lines.append(f"| {flaw} | " + " | ".join(cells) + f" | {_diff(comp['evolving - fixed+early-stop'])} | "
-                     f"{_diff(comp['evolving - reference'])} |")
+                     f"{_diff(comp['evolving - reference'])} | {_labels(agg)} |")
+    lines += ["", "Oracle labels: the decision-relevant strict-oracle labels of a run (audit, re-grades and "
+              "validation, A/B branches included, as far as the arm's decisions read them; test labels are report "
+              "only), as a share of its training rollouts, mean over seeds."]
     return "\n".join(lines)
+
+
+def _labels(agg: dict[str, Any]) -> str:
+    """Decision-relevant labels as a share of training rollouts, per arm ("?" where not counted)."""
+    out = []
+    for arm in ARMS:
+        lab = (agg.get(arm) or {}).get("oracle_labels")
+        out.append(f"{lab['decision_share']:.2f}" if lab and lab.get("decision_share") is not None else "?")
+    return " / ".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
