@@ -15,8 +15,8 @@ Every figure is read back from the logs (``evo_core.harness.summary``): test-spl
 nothing in the harness read. ``fixed+early-stop`` is the fixed run's own trajectory with the
 checkpoint of best validation accuracy kept (its training is identical: nothing acts on it).
 ``fixed+early-stop@budget`` (``--budget-matched``) is the same early stop given the evolving
-arm's decision-relevant oracle labels: a fixed run (the same training) that validates more
-often, then with more samples per item, until its validation labels are closest to those the
+arm's decision-relevant oracle labels: a fixed run (the same training) whose validation
+schedule (every how many steps, samples per item) gives the labels closest to those the
 evolving cell of its flaw and seed used (read from that cell's log), so evolving − early stop
 is also reported at equal labels. Every cell's strict-oracle labels are reported per purpose
 (``evo_core.trainer.oracle.label_summary``), with the decision-relevant share of training rollouts.
@@ -214,15 +214,17 @@ def eval_count(steps: int, every: int) -> int:
 def match_schedule(target: float, *, steps: int, every: int, per_eval_sample: float, greedy: int, samples: int,
                    max_factor: int = MAX_SAMPLES_FACTOR) -> dict[str, Any]:
     """The validation schedule (every how many steps, how many samples per item) whose labels
-    come closest to ``target``: more frequent validation first, then more samples per item
-    (up to ``max_factor`` times the run's). ``per_eval_sample`` is the labels one evaluation
-    draws per sample per item (the validation items); ``greedy`` is 1 when a greedy completion
-    is scored too. Ties go to more frequent validation, then fewer samples."""
+    come closest to ``target``: validation every 1 to ``steps`` steps, with 1 to ``max_factor``
+    times the run's samples per item. ``per_eval_sample`` is the labels one evaluation draws
+    per sample per item (the validation items); ``greedy`` is 1 when a greedy completion is
+    scored too. Within 2% of the target, the run's own samples per item win, then the closest
+    labels, then more frequent validation."""
     best: Optional[dict[str, Any]] = None
-    for n in range(max(1, samples), max(1, samples) * max_factor + 1):
-        for e in range(1, every + 1):
+    for n in range(1, max(1, samples) * max_factor + 1):
+        for e in range(1, max(1, steps) + 1):
             labels = eval_count(steps, e) * per_eval_sample * (n + greedy)
-            key = (abs(labels - target), e, n)
+            # within 2% of the target, what differs least from the run's own protocol wins
+            key = (int(abs(labels - target) / max(target, 1.0) / 0.02), abs(n - samples), abs(labels - target), e)
             if best is None or key < best["key"]:
                 best = {"key": key, "eval_every": e, "samples": n, "labels": labels}
     assert best is not None
@@ -234,7 +236,8 @@ def matched_sets(twin: Optional[dict[str, Any]], cell: dict[str, Any]) -> list[s
     """``--set`` options that give the fixed run's early stop the decision-relevant labels of
     the evolving run ``twin`` (read from its log): its validation runs more often and, if that
     is not enough, with more samples per item; the test split is evaluated with every
-    validation (report only), so that the best validation checkpoint has a test score."""
+    validation (report only), so that the best validation checkpoint has a test score. A
+    target below the run's own schedule validates less often, or with fewer samples."""
     if twin is None or twin.get("status") != "completed" or not twin.get("oracle_labels"):
         raise RuntimeError(f"{cell['name']}: its evolving twin {cell['match']} has no completed run with counted labels")
     lab, sched = twin["oracle_labels"], twin["eval_schedule"]
@@ -641,7 +644,8 @@ def markdown(result: dict[str, Any]) -> str:
     matched = [(f, c[f"evolving - {MATCHED}"]) for f, c in comp.items() if f"evolving - {MATCHED}" in c]
     if matched:
         lines += ["", f"At equal oracle labels: {MATCHED} validates as often, and with as many samples per item, as "
-                      "spends the evolving run's decision-relevant labels (same flaw and seed; training identical to fixed).",
+                      "comes closest to the evolving run's decision-relevant labels (same flaw and seed; training "
+                      "identical to fixed; the labels table gives both).",
                   "", f"| flaw | seeds | evolving − {MATCHED} |", "|---|---|---|"]
         lines += [f"| {f} | {len(m['seeds'])} | {fmt(m['test_main'])} |" for f, m in matched]
     unpaired = {f: sorted({s for k, v in c.items() if k != "goal" for s in v.get("unpaired_seeds", [])})

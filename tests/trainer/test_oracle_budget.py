@@ -182,3 +182,14 @@ def test_the_label_summary_reports_what_each_arm_decides_on(tmp_path):
     es = label_summary(label_totals(events), early)
     assert es["decision_relevant"] == label_totals(events)["main.validation"] + label_totals(events)["branch.validation"]
     assert es["early_stop_validation"] == label_totals(events)["main.validation"]
+
+
+def test_a_runs_summary_carries_its_labels_and_its_validation_schedule(tmp_path):
+    from evo_core.harness.summary import summarize_run
+
+    _, events, _ = _run(tmp_path, 1.0)
+    s = summarize_run(events)
+    assert s["oracle_labels"] == label_summary(label_totals(events), events[0].config)
+    assert s["oracle_labels"]["budget_share"] == 1.0 and s["labels_decision"] <= 64
+    assert s["eval_schedule"] == {"steps": STEPS, "eval_every": 2, "samples": 2, "greedy": True,
+                                  "validation_evals": 1}  # steps 2 and 4 were skipped: the budget was spent
