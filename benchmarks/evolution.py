@@ -135,6 +135,8 @@ def cells(suite: dict[str, Any], flaws: list[str], arms: list[str], seeds: list[
             if not twin:
                 raise SystemExit(f"arm {MATCHED} is matched to the evolving arm's labels: add evolving to --arms")
             c["match"] = twin[0]["name"]
+            # its labels are set by the match, not capped (a cap would cut its last evaluations)
+            c["sets"] = [x for x in c["sets"] if not x.startswith("harness.oracle.budget=")]
     return out
 
 

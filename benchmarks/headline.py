@@ -47,8 +47,11 @@ def _diff(comp: dict[str, Any]) -> str:
 def table(report: dict[str, Any]) -> str:
     version = one_invocation(report)
     hours = report.get("total_wall_s", 0) / 3600
+    budgets = sorted({str((r.get("oracle_labels") or {}).get("budget_share")) for r in report["runs"]
+                      if r.get("oracle_labels")}) or ["not recorded"]
     lines = [f"Seeds {report['seeds']}, one invocation on {version} ({hours:.2f} h), mode {report['mode']}, "
-             f"audit rate {report['audit_rate']}. Test-split strict accuracy of the main line, mean ± 95% CI "
+             f"audit rate {report['audit_rate']}, oracle budget {', '.join(budgets)} (harness.oracle.budget: "
+             "decision-relevant labels as a share of training rollouts). Test-split strict accuracy of the main line, mean ± 95% CI "
              "half-width across seeds; differences paired by seed.", "",
              "| flaw | fixed | early stop | reference | evolving | evolving − early stop | evolving − reference "
              "| oracle labels (fixed / early stop / reference / evolving) |",

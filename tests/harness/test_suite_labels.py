@@ -105,6 +105,8 @@ def test_matched_cells_run_the_fixed_harness_after_their_evolving_twin():
     m = [c for c in cells if c["arm"] == ev.MATCHED]
     assert len(m) == 2 and all(c["harness"] == "fixed" and c["match"] == ev.cell_name(c["flaw"], "evolving", c["seed"])
                                for c in m)
+    assert all(not any(x.startswith("harness.oracle.budget=") for x in c["sets"]) for c in m)  # matched, not capped
+    assert all(any(x.startswith("harness.oracle.budget=") for x in c["sets"]) for c in cells if c["arm"] == "evolving")
     deps = {c["name"]: d for c, d in ev.cell_order(cells)}
     assert all(c["match"] in deps[c["name"]] for c in m)
     with pytest.raises(SystemExit, match="add evolving"):
@@ -118,6 +120,6 @@ def test_budget_curve_cells_cap_only_the_evolving_runs():
     for c in cells:
         capped = [s for s in c["sets"] if s.startswith("harness.oracle.budget=")]
         if c["arm"] == "evolving":
-            assert capped == [f"harness.oracle.budget={c['budget']:g}"]
+            assert capped[-1] == f"harness.oracle.budget={c['budget']:g}"  # the last --set wins
         else:
             assert not capped and c["match"] == ev.cell_name(c["flaw"], "evolving", c["seed"], c["variant"])
