@@ -404,7 +404,7 @@ class RunLoop:
         evaluation is skipped (the gates see no new one; the last value stands) and the refusal
         is recorded in the step's ``oracle_budget.refused.validation``."""
         client = getattr(self.session, "oracle", None)
-        if client is None:
+        if client is None or client.counts.left() is None:  # no cap
             return True
         cost = eval_labels(len(self.session.splits.get("validation") or ()), self.cfg.eval)
         if client.counts.can_pay("validation", cost):

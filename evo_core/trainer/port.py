@@ -32,8 +32,9 @@ class SessionBranch:
 
     def evaluate(self) -> BranchEval:
         t0 = time.perf_counter()
-        cost = eval_labels(len(self.session.splits.get("validation") or ()), self.session.eval_cfg)
-        if not self.session.oracle.counts.can_pay("validation", cost):
+        counts = self.session.oracle.counts
+        if counts.left() is not None and not counts.can_pay(
+                "validation", eval_labels(len(self.session.splits.get("validation") or ()), self.session.eval_cfg)):
             return BranchEval({}, {})  # the budget ran out mid-A/B: no paired items, no decision
         self.port.tell("eval", 0, 1)
         res = self.session.evaluate("validation")
