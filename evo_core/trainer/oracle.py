@@ -68,6 +68,11 @@ class LabelCounts:
         """Capped labels the run has drawn, the log's before a resume included."""
         return self.spent_before + sum(n for k, n in self.drawn.items() if k.split(".")[2] in CAPPED)
 
+    def sync(self, spent: int) -> None:
+        """Spend exactly ``spent`` capped labels so far: a follower rank, which never evaluates,
+        takes the leader's count before each step."""
+        self.spent_before += int(spent) - self.spent()
+
     def left(self) -> Optional[int]:
         return None if self.limit is None else max(0, self.limit - self.spent())
 
