@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import signal
 import time
@@ -42,6 +41,7 @@ from evo_core.plugins import PluginFailure, PluginManager
 from evo_core.run_setup import RunError, build_session
 from evo_core.state import HarnessState, apply, fold
 from evo_core.store import run_stream, seal_run_finished
+from evo_core.store.blobs import WriteBehindBlobs
 from evo_core.store.lease import LeaseHeld, RunLease
 from evo_core.trainer.ranks import RankLost
 from evo_core.trainer.evaluation import VerifierFailed, eval_labels
@@ -102,7 +102,11 @@ class RunLoop:
         self.sinks: list[Any] = []
         self.last_eval: dict[str, Any] = {}
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evo-blobs")
-        self._pending: list[Any] = []
+        self.blobs: Any = None  # the store's blobs, written behind (_begin); joined before each commit
+        # the resume checkpoint is serialised, hashed and written while the step's events are
+        # built and its harness pass runs; the commit waits for it (see _one_step)
+        self._ck_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evo-checkpoint")
+        self._ck_pending: Optional[Any] = None
         self.harness: Optional[HarnessEngine] = None
         self.lease: Optional[RunLease] = None  # this process's lease on the run (one writer per run)
 
@@ -287,7 +291,8 @@ class RunLoop:
         hcfg = self.harness.config
         self.evidence = EvidenceWindow(self.run_id, hcfg.window_steps)
         # the optimizer state travels with a main-line snapshot only where a rollback may load it
-        self.port = SessionPort(self.session, self.store.blobs, self.run_id, with_optimizer=self.mode == "evolving")
+        self.blobs = WriteBehindBlobs(self.store.blobs, self._pool)
+        self.port = SessionPort(self.session, self.blobs, self.run_id, with_optimizer=self.mode == "evolving")
         self.port.on_activity = getattr(self.progress, "backtest", None)
 
     def _check_store_writable(self) -> None:
@@ -336,24 +341,20 @@ class RunLoop:
         return self.store.blobs.put(self.session.weights_bytes(), SNAPSHOT_MEDIA)
 
     def _put_json_async(self, obj: Any) -> BlobRef:
-        """Encode now, write in the background: the blob's digest is known from its bytes,
-        so the events can reference it while the file write and its fsync overlap with the
-        checkpoint and the harness pass. ``_join_writes`` waits before anything is committed."""
+        """Encode now, write behind: the file write and its fsync overlap with the checkpoint
+        and the harness pass. ``_join_writes`` waits before anything is committed."""
         data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-        ref = BlobRef(hashlib.sha256(data).hexdigest(), len(data), "application/json")
-
-        def write() -> None:
-            got = self.store.blobs.put(data, "application/json")
-            if got.digest != ref.digest:  # content addressing makes this impossible; fail loudly if not
-                raise RuntimeError(f"blob store returned digest {got.digest} for {ref.digest}")
-
-        self._pending.append(self._pool.submit(write))
-        return ref
+        return self.blobs.put(data, "application/json")
 
     def _join_writes(self) -> None:
-        pending, self._pending = self._pending, []
-        for fut in pending:
-            fut.result()  # re-raises a failed write: never commit events that reference a missing blob
+        if self.blobs is not None:
+            self.blobs.join()  # re-raises a failed write: never commit events that reference a missing blob
+
+    def _join_checkpoint(self) -> dict[str, str]:
+        """The step's resume checkpoint as the log records it (``{"path", "sha256"}``), once
+        it is on disk; a failed write raises here, before anything is committed."""
+        fut, self._ck_pending = self._ck_pending, None
+        return dict(fut.result()) if fut is not None else {}
 
     def _oracle_labels(self) -> dict[str, float]:
         """The oracle labels drawn since the last call (``oracle_labels.<scope>.<purpose>``, see
@@ -478,7 +479,10 @@ class RunLoop:
                 signal.signal(signal.SIGTERM, previous)
             if self.progress is not None:
                 self.progress.end_run()
+            with contextlib.suppress(Exception):  # a stopped step's checkpoint is not recorded anywhere
+                self._join_checkpoint()
             self._pool.shutdown(wait=True)
+            self._ck_pool.shutdown(wait=True)
         self.timings["backtest_branches"] = self.port.branch_s
         self.timings["features"] = getattr(self.session, "features_s", 0.0)
         summary = {"final_eval": self.last_eval, "harness_version": self.state.harness_version,
@@ -522,10 +526,16 @@ class RunLoop:
         traj = self._put_json_async(trajectory_payload(self.run_id, res)) if self.cfg.run.trajectories else None
         self.timings["blobs"] += time.perf_counter() - t1
         t1 = time.perf_counter()
-        resume = self.ckpt.save(res.step, self.session.resume_state())  # before the append: resume needs it
+        # the state is captured now (RNG states copied; the weights and optimizer tensors are the
+        # live ones, and nothing changes them before the commit: a restore the harness decides
+        # is carried out after it), then written off the critical path; the commit waits for it
+        # the weights' digest first (hashing releases the GIL: it overlaps building the events)
+        digest_fut = self._ck_pool.submit(self.session.policy.digest) if res.updated else None
+        self._ck_pending = self._ck_pool.submit(self.ckpt.save, res.step, self.session.resume_state())
         self.timings["checkpoint"] += time.perf_counter() - t1
         t1 = time.perf_counter()
         rollouts = rollout_events(self.run_id, res, traj)
+        resume: dict[str, str] = {}  # the event's own dict, filled with the path and sha256 before the commit
         step_ev = StepCompleted(run_id=self.run_id, step=res.step, policy_version=res.policy_version,
                                 harness_version=self.state.harness_version,
                                 metrics={k: (None if v is None else float(v)) for k, v in res.metrics.items()},
@@ -534,7 +544,8 @@ class RunLoop:
         self.timings["events"] += time.perf_counter() - t1
         if res.updated:
             td = time.perf_counter()
-            digest = self.session.policy.digest()
+            assert digest_fut is not None
+            digest = digest_fut.result()
             self.timings["digest"] += time.perf_counter() - td
             batch.append(PolicyUpdated(run_id=self.run_id, step=res.step, policy_version=res.policy_version,
                                        digest=digest, checkpoint=self._weights_blob(),
@@ -554,6 +565,9 @@ class RunLoop:
         step_ev.metrics.update(self._oracle_labels())
         step_ev.metrics.update(self._oracle_budget())
         faults.point("before_commit")
+        t2 = time.perf_counter()
+        resume.update(self._join_checkpoint())  # resume needs it on disk before the step is committed
+        self.timings["checkpoint"] += time.perf_counter() - t2
         t2 = time.perf_counter()
         self._join_writes()  # the step's trajectory blob is on disk before its events are committed
         self.timings["blobs"] += time.perf_counter() - t2

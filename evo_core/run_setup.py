@@ -155,4 +155,7 @@ def build_session(cfg: RunConfig, plugins: PluginManager, *, sft: bool = True,
     if share is not None:
         session.oracle.counts.limit = budget_labels(share, prompts_per_step=cfg.rl.prompts_per_step,
                                                     group_size=cfg.rl.group_size, steps=cfg.run.steps)
+    # the domain's words in trajectory features (tool names, path classes) are renamed like its signals
+    session.signal_naming = (str(cfg.task.options.get("signal_names", "plain")),  # type: ignore[attr-defined]
+                             int(cfg.task.options.get("signal_seed", 0) or 0))
     return session, sft_info

@@ -3,7 +3,7 @@
 Plugins receive these typed values and return typed results; they never touch storage,
 the session or the engine. Everything here is plain data (attrs), a Protocol, or a pure
 function over them. Plugins and domains import ``evo_core.api`` (and its submodules
-``params``, ``contract``, ``specs``, ``stats``, ``features``, ``sandbox``, ``grading``) and ``evo_events``, nothing else of the core
+``params``, ``contract``, ``specs``, ``stats``, ``features``, ``trajectory``, ``sandbox``, ``grading``) and ``evo_events``, nothing else of the core
 (``tests/core/test_layers.py``).
 """
 
@@ -46,6 +46,7 @@ from evo_core.api.interventions import (
     replayable,
 )
 from evo_core.api.params import Param, ParamError
+from evo_core.api.trajectory import TOOL_CLASSES, RuleClassifier, TrajectoryClassifier, Turn, trajectory_classifier_of
 from evo_core.api.trainer import RolloutBatch, RolloutItem, Sink
 from evo_core.hookspecs import hookimpl
 from evo_core.trainer.protocols import SamplingParams
@@ -60,5 +61,6 @@ __all__ = [
     "GateDecision", "Proposal", "ProposalContext", "ProposalRejection", "Proposer", "fingerprint",
     "EFFECTS", "BaseIntervention", "Intervention", "Param", "ParamError", "RolloutView", "apply_to_views", "effects", "replayable",
     "RolloutBatch", "RolloutItem", "Sink",
+    "TOOL_CLASSES", "RuleClassifier", "TrajectoryClassifier", "Turn", "trajectory_classifier_of",
     "hookimpl", "SIGNAL_MODES", "rename_signals", "SamplingParams",
 ]

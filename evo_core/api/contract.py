@@ -122,13 +122,21 @@ def _backtest_mode(obj: Any, out: list[str]) -> None:
         out.append(f"'mode' must be 'offline' or 'online', got {getattr(obj, 'mode', None)!r}")
 
 
+def _trajectory_classifier(obj: Any, out: list[str]) -> None:
+    """The optional ``trajectory_classifier``: when present, both methods."""
+    c = getattr(obj, "trajectory_classifier", None)
+    if c is not None and not (callable(getattr(c, "tool_class", None)) and callable(getattr(c, "classify_path", None))):
+        out.append("'trajectory_classifier' must have tool_class(tool, args) and classify_path(path) "
+                   "(evo_core.api.TrajectoryClassifier)")
+
+
 KINDS: dict[str, Callable[[Any], list[str]]] = {
     "diagnostic": check_diagnostic,
     "intervention": check_intervention,
     "proposer": _simple(("name", "version"), ("propose",)),
     "gate": _simple(("name", "version"), ("decide",), _gate_subjects),
     "backtester": _simple(("name", "version"), ("backtest",), _backtest_mode),
-    "domain": _simple(("name", "version"), ("load_tasks", "verify", "oracle")),
+    "domain": _simple(("name", "version"), ("load_tasks", "verify", "oracle"), _trajectory_classifier),
     "sink": _simple(("name",), ("handle", "close")),
 }
 

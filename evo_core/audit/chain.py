@@ -29,7 +29,9 @@ from evo_events import (
     backtest_decision,
 )
 from evo_core.store import FileBlobStore
+from evo_core.store.blobs import get_json
 
+from evo_core.audit.episode import episode_turns
 from evo_core.audit.errors import AuditError
 from evo_core.audit.index import RunIndex
 from evo_core.audit.outcome import assess
@@ -110,7 +112,23 @@ def decisions(index: RunIndex, *, include_rejections: bool = False) -> list[int]
     return [i for i in index.sparse() if index.records[i].type in types]
 
 
-def _rollout_summary(store: Any, r: RolloutCompleted, version: int, check_blobs: bool) -> tuple[dict[str, Any], Optional[str]]:
+def _turns_of(store: Any, r: RolloutCompleted, blobs: dict[str, Any]) -> Optional[list[dict[str, Any]]]:
+    """The evidence rollout's turns when it is an episode (from its step's trajectory blob,
+    read once per blob), else None. A blob that cannot be read shows no turns; whether it is
+    intact is the verification's business."""
+    if r.trajectory is None:
+        return None
+    digest = r.trajectory.digest
+    if digest not in blobs:
+        try:
+            blobs[digest] = get_json(store.blobs, r.trajectory)
+        except Exception:  # missing, damaged or not JSON: reported by the blob check, not here
+            blobs[digest] = None
+    return episode_turns(blobs[digest], (r.train or {}).get("trajectory_index"))
+
+
+def _rollout_summary(store: Any, r: RolloutCompleted, version: int, check_blobs: bool,
+                     blobs: Optional[dict[str, Any]] = None) -> tuple[dict[str, Any], Optional[str]]:
     row = {**_ev_meta(r, version), "step": r.step, "task_id": r.task_id, "policy_version": r.policy_version,
            "reward": r.reward, "correct": r.correct, "strict_correct": r.strict_correct, "split": r.split,
            "infra_error": r.infra_error, "length": r.length, "truncated": r.truncated,
@@ -123,6 +141,9 @@ def _rollout_summary(store: Any, r: RolloutCompleted, version: int, check_blobs:
             status = "ok" if problem is None else problem
         row["blob"] = {"digest": r.trajectory.digest, "size": r.trajectory.size,
                        "media_type": r.trajectory.media_type, "link": blob_link(store, r.trajectory), "status": status}
+        turns = _turns_of(store, r, {} if blobs is None else blobs) if problem is None else None
+        if turns is not None:
+            row["turns"] = turns
     return row, problem
 
 
@@ -183,8 +204,10 @@ def build_chain(index: RunIndex, at: int, *, max_evidence: int = 20, window: int
     evidence_idx.sort()
     evidence: list[dict[str, Any]] = []
     blob_problems: list[tuple[int, str]] = []
+    step_blobs: dict[str, Any] = {}  # one trajectory blob per step, read once
     for j in evidence_idx[:max_evidence]:
-        row, problem = _rollout_summary(store, index.event(j), index.version(j), check_blobs)  # type: ignore[arg-type]
+        row, problem = _rollout_summary(store, index.event(j), index.version(j), check_blobs,  # type: ignore[arg-type]
+                                        step_blobs)
         evidence.append(row)
         if problem:
             blob_problems.append((j, problem))

@@ -8,6 +8,7 @@ from typing import Any, Optional
 from rich.console import Console
 
 from evo_core.audit.chain import AuditChain, AuditReport
+from evo_core.audit.episode import VERBOSE_LINES, episode_lines
 
 
 def _fmt(v: Any, depth: int = 0) -> str:
@@ -69,6 +70,10 @@ def render_chain(chain: AuditChain, out: Console) -> None:
                 blob = f"  {r['blob']['link']}" + ("" if st in ("ok", "not checked") else f" [red]{st}[/]")
             out.print(f"    #{r['version']} step {r['step']} {r['task_id']} reward={_fmt(r['reward'])} strict={strict} "
                       f"len={r['length']} {r['preview']!r}{blob}", highlight=False)
+            if r.get("turns") is not None:  # an episode: its turns, observations over a few lines
+                for line in episode_lines(r["turns"], max_lines=VERBOSE_LINES, width=160, obs_lines=5,
+                                          more="--json holds every kept turn"):
+                    out.print("    " + line, highlight=False, markup=False)
     if chain.skill:
         s = chain.skill
         out.print(f"  [bold]skill[/] {s['skill_id']} {s['name']} (#{s['version']})")

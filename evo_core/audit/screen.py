@@ -2,8 +2,9 @@
 
 Each screen holds what was promoted (with its predicate), the diagnosis, a few evidence
 rollouts, every backtest and gate with its key figures, and whether the prediction held;
-at most ``MAX_LINES`` lines of at most ``WIDTH`` characters. The plugins that took part are
-listed once, above the screens. ``render.render_report`` is the full view (``--verbose``).
+at most ``MAX_LINES`` lines of at most ``WIDTH`` characters. Below it, up to ``EPISODES`` of
+its evidence rollouts that are episodes, as their turns (``evidence_episodes``: at most 40
+lines each). The plugins that took part are listed once, above the screens. ``render.render_report`` is the full view (``--verbose``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from rich.console import Console
 from rich.text import Text
 
 from evo_core.audit.chain import AuditChain, AuditReport
+from evo_core.audit.episode import MAX_LINES as EPISODE_LINES
+from evo_core.audit.episode import episode_lines
 
 WIDTH = 100
 MAX_LINES = 30
 EVIDENCE = 5  # rollouts shown per screen
+EPISODES = 3  # evidence episodes shown as turns below a screen (each at most EPISODE_LINES lines)
 KEY_FIGURES = 4  # numbers shown per gate or backtest
 _KIND_ORDER = ("engine", "diagnostic", "proposer", "intervention", "backtester", "gate")
 
@@ -216,6 +220,19 @@ def screen(chain: AuditChain, i: int, n: int, *, evidence: int = EVIDENCE) -> li
     return lines
 
 
+def evidence_episodes(chain: AuditChain, *, evidence: int = EVIDENCE, episodes: int = EPISODES,
+                      max_lines: int = EPISODE_LINES) -> list[list[str]]:
+    """The screen's evidence rollouts that are episodes, each as its turns: at most
+    ``episodes`` of them, each at most ``max_lines`` lines (its header line included)."""
+    out = []
+    for r in [r for r in chain.evidence[:evidence] if r.get("turns") is not None][:episodes]:
+        strict = {True: "✓", False: "✗", None: "·"}[r["strict_correct"]]
+        head = (f"episode #{r['version']} step {r['step']} {r['task_id']} reward {num(r['reward'])} strict {strict}: "
+                f"{len(r['turns'])} turns")
+        out.append(episode_lines(r["turns"], max_lines=max_lines, width=WIDTH, header=head))
+    return out
+
+
 def header(report: AuditReport) -> list[str]:
     lines = [f"run {report.run_id}: {report.promotions} promotions, {report.rejections} rejections"]
     if report.chains:
@@ -239,10 +256,13 @@ def render_screens(report: AuditReport, out: Console, *, evidence: int = EVIDENC
         for j, line in enumerate(screen(chain, i, n, evidence=evidence)):
             style = "bold" if j == 0 else ("red" if "NOT VERIFIED" in line or "did NOT hold" in line else None)
             out.print(Text(line, style=style or ""))
+        for block in evidence_episodes(chain, evidence=evidence):
+            for j, line in enumerate(block):
+                out.print(Text(line, style="bold" if j == 0 else ""))
     if report.chains:
         out.print()
         out.print(Text(fit("--verbose: every event of each chain; --json: the chains as JSON; "
                            "-p ID: one promotion")))
 
 
-__all__ = ["render_screens", "screen", "header", "describe_predicate", "WIDTH", "MAX_LINES"]
+__all__ = ["render_screens", "screen", "evidence_episodes", "header", "describe_predicate", "WIDTH", "MAX_LINES"]

@@ -6,6 +6,7 @@ and events; it never emits them."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping, Sequence
 
 import attrs
@@ -63,6 +64,7 @@ def ledger_filter(state: HarnessState, config: HarnessConfig, step: int, proposa
     promoted_fps = {e.fingerprint for e in state.ledger if e.decision == "promoted" and e.fingerprint}
     recent_targets = {t for a in state.interventions.values() if step - a.step < config.window_steps for t in a.targets}
     out, seen = [], set()
+    measured: dict[str, float] = {}  # one measurement per (targets, watched diagnostic): many proposals share them
     for prop in proposals:
         if config.ablations.no_revision and prop.diagnostic:
             prop = attrs.evolve(prop, diagnostic=None)  # the repair may act; the harness adds no diagnostic
@@ -78,7 +80,10 @@ def ledger_filter(state: HarnessState, config: HarnessConfig, step: int, proposa
         fam = family(prop.kind, prop.name, prop.targets)
         if fp in state.rejected or fam in state.rejected_families:
             before = state.rejected.get(fp, state.rejected_families.get(fam, 0.0))
-            now = diagnoses.target_value(prop.targets, window, with_watched(state, prop.diagnostic), findings)
+            key = json.dumps([list(prop.targets), prop.diagnostic], sort_keys=True, default=str)
+            if key not in measured:
+                measured[key] = diagnoses.target_value(prop.targets, window, with_watched(state, prop.diagnostic), findings)
+            now = measured[key]
             if now <= before * (1.0 + config.ledger_new_evidence) + 1e-9:
                 log.info("ledger_blocked", name=prop.name, fingerprint=fp[:12], before=before, now=now)
                 continue

@@ -1,5 +1,5 @@
 """Grading: the training reward's verdicts for sampled completions, the generic response
-features the harness reads, and the strict-oracle audit that labels a sample of them.
+features the harness reads (and an episode's trajectory features), and the strict-oracle audit that labels a sample of them.
 
 The training reward is the domain's verifier, or its strict oracle under
 ``[task] reward = "oracle"`` (the reference arm; those labels count as ``train``).
@@ -15,6 +15,7 @@ import attrs
 
 from evo_core.api import Completion, RolloutItem, Task, Verdict
 from evo_core.harness.features import features_for_group
+from evo_core.harness.trajectory import TrajectoryFeaturizer, featurizer_for
 from evo_core.trainer.evaluation import grade_many
 from evo_core.trainer.protocols import Sample
 
@@ -24,6 +25,29 @@ def training_verdicts(s: Any, pairs: Sequence[tuple[Task, Completion]]) -> list[
     if s.reward == "oracle":
         return s.oracle.grade("train", pairs)
     return grade_many(s.domain.verify, s.verifier_batch, s.domain, pairs)
+
+
+def trajectory_featurizer(s: Any) -> TrajectoryFeaturizer:
+    """The session's trajectory featurizer, built once: the domain's classifier and the run's
+    signal naming (``s.signal_naming``, from ``task.options``; plain when unset)."""
+    f = getattr(s, "trajectory_features", None)
+    if f is None:
+        mode, seed = getattr(s, "signal_naming", None) or ("plain", 0)
+        f = s.trajectory_features = featurizer_for(s.domain, mode, seed)
+    return f
+
+
+def episode_features(s: Any, comps: Sequence[Completion]) -> list[dict[str, Any]]:
+    """Each completion's trajectory features. A domain classifier that raises or answers outside
+    its contract stops the run as a raising verifier does (a ``PluginFailed``, one clear line)."""
+    from evo_core.trainer.protocols import VerifierFailed
+
+    try:
+        traj = trajectory_featurizer(s)
+        return [traj.features(c) for c in comps]
+    except Exception as exc:
+        raise VerifierFailed(f"domain {getattr(s.domain, 'name', '?')!r} trajectory features failed: "
+                             f"{type(exc).__name__}: {exc}") from exc
 
 
 def graded(s: Any, chosen: Sequence[Task], groups: Sequence[Sequence[Sample]], step: int, group_offset: int,
@@ -44,6 +68,8 @@ def graded(s: Any, chosen: Sequence[Task], groups: Sequence[Sequence[Sample]], s
         tf = time.perf_counter()
         feats = features_for_group([x.text for x in group], task.prompt, [x.n_generated for x in group],
                                    [x.truncated for x in group])
+        if any(c.turns for c in comps[gi]):  # episodes: what each one did, beside its final text
+            feats = [{**f, **t} for f, t in zip(feats, episode_features(s, comps[gi]))]
         s.features_s += time.perf_counter() - tf
         for j, (smp, f) in enumerate(zip(group, feats)):
             comp = comps[gi][j]

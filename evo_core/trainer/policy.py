@@ -159,7 +159,7 @@ class HFPolicy:
             t = v.detach().to("cpu").contiguous()
             if t.dtype == torch.bfloat16:
                 t = t.view(torch.int16)
-            h.update(t.numpy().tobytes())
+            h.update(t.numpy().reshape(-1))  # the buffer itself: no copy of the weights
         return h.hexdigest()
 
     def num_parameters(self) -> int:

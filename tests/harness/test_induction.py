@@ -141,3 +141,23 @@ def test_on_a_tie_a_condition_on_the_response_goes_before_one_on_its_group():
                     features={**r.features, "symbols": i % 4}) for i, r in enumerate(rows)]
     ind, _ = induce(rows)
     assert ind is not None and ind.conditions[0].ref == ("feature", "group_duplicates")
+
+
+_feature_value = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.5, 1.0, 2.5, float("nan"),
+                                                                                        float("inf"), -float("inf")]),
+                           st.sampled_from(["a", "b"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["x", "y"]), _feature_value, max_size=2), min_size=0, max_size=24),
+       st.lists(st.tuples(st.sampled_from([("feature", "x"), ("feature", "y"), ("field", "length"), ("field", "step")]),
+                          st.sampled_from(["<", "<=", ">", ">=", "==", "!="]),
+                          st.one_of(st.integers(-3, 5), st.sampled_from([0.5, 1.5, float("nan"), True]))),
+                max_size=12))
+def test_condition_bits_equal_one_predicate_at_a_time(feats, conds):
+    """The per-feature bitsets induction scores with are exactly the compiled predicates'."""
+    from evo_plugins.proposers.induction import Condition, _bits, condition_bits
+
+    rows = [rollout(i, features=f, length=i % 5) for i, f in enumerate(feats)]
+    cs = [Condition(ref, op, v) for ref, op, v in conds]
+    assert condition_bits(cs, rows) == [_bits(c, rows) for c in cs]

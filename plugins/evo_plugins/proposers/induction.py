@@ -22,6 +22,7 @@ positives within about 10 steps.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import math
@@ -195,7 +196,7 @@ def candidate_conditions(pos: Sequence[Any], neg: Sequence[Any]) -> tuple[list[C
     for key in keys:
         vals = [row.get(key) for row in rows]
         kind = _kind(vals)
-        if kind is None or len({json.dumps(v) for v in vals}) < 2:
+        if kind is None or len({(v.__class__, v) for v in vals}) < 2:
             continue  # constant, missing or unusable: it separates nothing
         considered.append(f"{key[0]}.{key[1]}")
         if kind == "bool":
@@ -231,6 +232,46 @@ def _bits(cond: Condition, rows: Sequence[Any]) -> int:
     return out
 
 
+_ORDERING = ("<", "<=", ">", ">=")
+
+
+def condition_bits(conds: Sequence[Condition], rows: Sequence[Any]) -> list[int]:
+    """``[_bits(c, rows) for c in conds]``, the same bitsets, computed per feature rather than
+    per condition: a feature's ordering thresholds all come from one sort of its values
+    (induction tries up to 2 × MAX_THRESHOLDS of them per feature)."""
+    out: list[Optional[int]] = [None] * len(conds)
+    by_ref: dict[tuple[str, str], list[int]] = {}
+    for k, c in enumerate(conds):
+        if c.op in _ORDERING and isinstance(c.value, (int, float)) and not math.isnan(c.value) \
+                and (c.ref[0] != "field" or c.ref[1] in ("truncated", "length")):  # what _values holds
+            by_ref.setdefault(c.ref, []).append(k)
+        else:
+            out[k] = _bits(c, rows)
+    if by_ref:
+        columns = [_values(r) for r in rows]
+        for ref, ks in by_ref.items():
+            pts = []  # (value, row) for the rows the compiled predicate can order: numbers, bools as 0/1
+            for i, row in enumerate(columns):
+                v = row.get(ref)
+                if isinstance(v, (int, float)) and not math.isnan(v):
+                    pts.append((float(v), i))
+            pts.sort()
+            xs = [v for v, _ in pts]
+            prefix = [0]  # prefix[j]: the rows of the j smallest values
+            for _, i in pts:
+                prefix.append(prefix[-1] | (1 << i))
+            whole = prefix[-1]
+            for k in ks:
+                op, t = conds[k].op, float(conds[k].value)
+                if op in ("<=", ">"):
+                    below = prefix[bisect.bisect_right(xs, t)]  # values <= t
+                    out[k] = below if op == "<=" else whole ^ below
+                else:
+                    below = prefix[bisect.bisect_left(xs, t)]  # values < t
+                    out[k] = below if op == "<" else whole ^ below
+    return [b for b in out if b is not None]
+
+
 def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
            exclude: Optional[Mapping[str, Any]] = None) -> tuple[Optional[Induced], dict[str, Any]]:
     """The best separating predicate, or None with the reason in the report. ``exclude`` is
@@ -255,7 +296,7 @@ def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
         report["reason"] = "no feature or signal varies across the audited sample"
         return None, report
     # each condition as bitsets over the fitting half: a pair is an AND, scored by popcount
-    bits = [(_bits(c, fit_pos), _bits(c, fit_neg)) for c in cands]
+    bits = list(zip(condition_bits(cands, fit_pos), condition_bits(cands, fit_neg)))
     npos, nneg = len(fit_pos), len(fit_neg)
 
     def f(bp: int, bn: int) -> tuple[float, Score]:
