@@ -57,7 +57,8 @@ class LabelCounts:
     drawn: dict[str, int] = attrs.Factory(dict)  # metric_key -> labels
     logged: dict[str, int] = attrs.Factory(dict)  # what ``take_unlogged`` has handed out
     limit: Optional[int] = None  # capped labels the run may draw in all (None: no cap)
-    spent_before: int = 0  # capped labels the log held when this process resumed the run
+    # capped labels spent outside this process's draws (the log's before a resume; a follower: the leader's)
+    spent_before: int = 0
     refused: dict[str, int] = attrs.Factory(dict)  # purpose -> capped labels refused since the last take
 
     def resumed(self, totals: Mapping[str, int]) -> None:
