@@ -5,6 +5,7 @@
     python -m benchmarks.evolution --suite --seeds 3 --ablations      # + evolving/gate-only, no-policy-gate, no-revision
     python -m benchmarks.evolution --suite --audit-sweep arithmetic/hedge   # audit rate 1.0, 0.1, 0.05, 0.02
     python -m benchmarks.evolution --smoke                            # 1 seed, 40 steps, every flaw and arm (CI)
+    python -m benchmarks.evolution --suite --budget-matched           # + early stopping on the evolving arm's labels
 
 Every cell (flaw, arm, seed) is one ``evo run`` in its own SQLite store under ``--dir``; a cell
 whose store holds a completed run is read, not re-run, and an interrupted one is resumed, so a
@@ -13,6 +14,12 @@ each as soon as its warm start exists, longest first.
 Every figure is read back from the logs (``evo_core.harness.summary``): test-split figures that
 nothing in the harness read. ``fixed+early-stop`` is the fixed run's own trajectory with the
 checkpoint of best validation accuracy kept (its training is identical: nothing acts on it).
+``fixed+early-stop@budget`` (``--budget-matched``) is the same early stop given the evolving
+arm's decision-relevant oracle labels: a fixed run (the same training) whose validation
+schedule (every how many steps, samples per item) gives the labels closest to those the
+evolving cell of its flaw and seed used (read from that cell's log), so evolving − early stop
+is also reported at equal labels. Every cell's strict-oracle labels are reported per purpose
+(``evo_core.trainer.oracle.label_summary``), with the decision-relevant share of training rollouts.
 
 Reported per flaw and arm, as a mean and a 95% t-interval across seeds: test accuracy of the
 main line and of the last checkpoint, hack rate, wrong-branch promotions (test-based, paired
@@ -43,6 +50,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SUITE = ROOT / "configs" / "suite" / "suite.toml"
+MATCHED = "fixed+early-stop@budget"  # early stopping given the evolving arm's decision-relevant labels
+MAX_SAMPLES_FACTOR = 8  # the matched early stop validates with at most this many times the samples per item
 AUDIT_SWEEP = (1.0, 0.1, 0.05, 0.02)
 GOAL = {"test_within": 0.03, "hack_within": 0.02}
 
@@ -104,6 +113,7 @@ def cells(suite: dict[str, Any], flaws: list[str], arms: list[str], seeds: list[
                             "variant": f"-audit{rate}", "audit": rate})
     for c in out:
         c["name"] = cell_name(c["flaw"], c["arm"], c["seed"], c["variant"])
+        c["harness"] = "fixed" if c["arm"] == MATCHED else c["arm"]  # the arm `evo run` runs
         f = suite["flaws"][c["flaw"]]
         c["config"] = str(ROOT / f["config"])
         c["sets"] = list(suite["defaults"]["set"]) + list(f.get("set", [])) + [
@@ -118,6 +128,15 @@ def cells(suite: dict[str, Any], flaws: list[str], arms: list[str], seeds: list[
             c["sets"].append(f'task.train="{with_task_seed(task_url(c["config"], c["sets"]), task_seed)}"')
             c["name"] += f"__task{task_seed}"
         c["warm_seed"] = warm_seed(c["sets"], c["seed"])
+    for c in out:  # the matched early stop validates on the labels of the evolving cell of its flaw, seed and variant
+        if c["arm"] == MATCHED:
+            twin = [x for x in out if x["arm"] == "evolving" and (x["flaw"], x["seed"], x["mode"], x["variant"])
+                    == (c["flaw"], c["seed"], c["mode"], c["variant"])]
+            if not twin:
+                raise SystemExit(f"arm {MATCHED} is matched to the evolving arm's labels: add evolving to --arms")
+            c["match"] = twin[0]["name"]
+            # its labels are set by the match, not capped (a cap would cut its last evaluations)
+            c["sets"] = [x for x in c["sets"] if not x.startswith("harness.oracle.budget=")]
     return out
 
 
@@ -170,8 +189,11 @@ def run_cell(d: Path, cell: dict[str, Any], all_cells: list[dict[str, Any]], tim
     sets = list(cell["sets"])
     if cell["mode"] == "warm":
         sets.append("harness.skills_from=" + json.dumps(warm_sources(d, cell, all_cells)))
+    if cell.get("match"):
+        twin = next(c for c in all_cells if c["name"] == cell["match"])
+        sets += matched_sets(read_cell(d, twin), cell)
     cmd = [sys.executable, "-m", "evo_core.cli.app", "run", cell["config"], "--store", url, "--no-progress",
-           "--harness", cell["arm"]]
+           "--harness", cell.get("harness", cell["arm"])]
     for s in sets:
         cmd += ["--set", s]
     if rid:
@@ -184,6 +206,49 @@ def run_cell(d: Path, cell: dict[str, Any], all_cells: list[dict[str, Any]], tim
     if proc.returncode != 0:
         out["error"] = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
     return out
+
+
+def eval_count(steps: int, every: int) -> int:
+    """Validation evaluations of a run: at the start, every ``every`` steps and at the last step."""
+    return 1 + steps // every + (1 if steps % every else 0)
+
+
+def match_schedule(target: float, *, steps: int, every: int, per_eval_sample: float, greedy: int, samples: int,
+                   max_factor: int = MAX_SAMPLES_FACTOR) -> dict[str, Any]:
+    """The validation schedule (every how many steps, how many samples per item) whose labels
+    come closest to ``target``: validation every 1 to ``steps`` steps, with 1 to ``max_factor``
+    times the run's samples per item. ``per_eval_sample`` is the labels one evaluation draws
+    per sample per item (the validation items); ``greedy`` is 1 when a greedy completion is
+    scored too. Within 2% of the target, the run's own samples per item win, then the closest
+    labels, then more frequent validation."""
+    best: Optional[dict[str, Any]] = None
+    for n in range(1, max(1, samples) * max_factor + 1):
+        for e in range(1, max(1, steps) + 1):
+            labels = eval_count(steps, e) * per_eval_sample * (n + greedy)
+            # within 2% of the target, what differs least from the run's own protocol wins
+            key = (int(abs(labels - target) / max(target, 1.0) / 0.02), abs(n - samples), abs(labels - target), e)
+            if best is None or key < best["key"]:
+                best = {"key": key, "eval_every": e, "samples": n, "labels": labels}
+    assert best is not None
+    best.pop("key")
+    return {**best, "target": target}
+
+
+def matched_sets(twin: Optional[dict[str, Any]], cell: dict[str, Any]) -> list[str]:
+    """``--set`` options that give the fixed run's early stop the decision-relevant labels of
+    the evolving run ``twin`` (read from its log): its validation runs more often and, if that
+    is not enough, with more samples per item; the test split is evaluated with every
+    validation (report only), so that the best validation checkpoint has a test score. A
+    target below the run's own schedule validates less often, or with fewer samples."""
+    if twin is None or twin.get("status") != "completed" or not twin.get("oracle_labels"):
+        raise RuntimeError(f"{cell['name']}: its evolving twin {cell['match']} has no completed run with counted labels")
+    lab, sched = twin["oracle_labels"], twin["eval_schedule"]
+    greedy, samples = int(bool(sched["greedy"])), int(sched["samples"])
+    # the validation items: the main line's validation labels over its evaluations and their samples
+    per_eval_sample = lab["early_stop_validation"] / max(1, sched["validation_evals"]) / max(1, samples + greedy)
+    m = match_schedule(lab["decision_relevant"], steps=int(sched["steps"]), every=int(sched["eval_every"]),
+                       per_eval_sample=per_eval_sample, greedy=greedy, samples=samples)
+    return [f"run.eval_every={m['eval_every']}", f"eval.samples={m['samples']}", "eval.test_every=0"]
 
 
 def cell_order(todo: list[dict[str, Any]], heavy: Optional[dict[str, int]] = None) -> list[tuple[dict[str, Any], list[str]]]:
@@ -206,7 +271,7 @@ def cell_order(todo: list[dict[str, Any]], heavy: Optional[dict[str, int]] = Non
     heads = sorted(first.values(), key=key)
     out = [(c, []) for c in heads]
     for c in sorted((c for c in todo if c not in heads), key=key):
-        deps = [first[start(c)]["name"]]
+        deps = [first[start(c)]["name"]] + ([c["match"]] if c.get("match") else [])
         if c["mode"] == "warm":
             deps += [x["name"] for x in todo if x["mode"] == "cold" and x["arm"] == "evolving" and not x["variant"]
                      and x["seed"] == c["seed"] and x["flaw"] != c["flaw"]]
@@ -265,6 +330,10 @@ def read_cell(d: Path, cell: dict[str, Any]) -> Optional[dict[str, Any]]:
         st.close()
     s.update(cell=cell["name"], flaw=cell["flaw"], arm=cell["arm"] + cell["variant"], seed=cell["seed"], mode=cell["mode"],
              wall_s=(recs[-1].recorded_at - recs[0].recorded_at) if recs and recs[0].recorded_at else None)
+    if cell["arm"] == MATCHED:  # the fixed run's best validation checkpoint, its labels those the choice read
+        s.update(test_main=s["test_early_stop"], hack_main=s["hack_early_stop"], wrong_branch_promotions=None,
+                 **early_stop_labels(s))
+        s["matched_to"] = cell.get("match")
     return s
 
 
@@ -293,7 +362,29 @@ def t_ci(xs: list[Optional[float]]) -> dict[str, Any]:
 
 
 FIGURES = ("test_main", "test_last", "hack_main", "hack_last", "wrong_branch_promotions", "first_valid_diagnosis_step",
-           "first_repair_step", "collapse_step", "wall_s", "diagnoses", "intervention_promotions")
+           "first_repair_step", "collapse_step", "wall_s", "diagnoses", "intervention_promotions", "labels_decision",
+           "labels_decision_share")
+LABEL_PURPOSES = ("audit", "regrade", "validation", "train", "test")
+
+
+def label_figures(rs: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """An arm's oracle labels, mean over its seeds: per purpose (main line and A/B branches),
+    the A/B branches' own, the decision-relevant total and its share of training rollouts.
+    ``test`` is report only; ``train`` is the reference's reward. None when no run counted them."""
+    labelled = [r["oracle_labels"] for r in rs if r.get("oracle_labels")]
+    if not labelled:
+        return None
+
+    def mean(xs: list[float]) -> float:
+        return statistics.fmean(xs) if xs else 0.0
+
+    return {"runs": len(labelled), "by_purpose": {p: mean([x["by_purpose"].get(p, 0) for x in labelled]) for p in LABEL_PURPOSES},
+            "backtest_branches": mean([x["backtest_branches"] for x in labelled]),
+            "decision_relevant": mean([x["decision_relevant"] for x in labelled]),
+            "decision_purposes": labelled[0]["decision_purposes"],
+            "training_rollouts": mean([x["training_rollouts"] for x in labelled]),
+            "decision_share": mean([x["decision_share"] for x in labelled if x.get("decision_share") is not None]),
+            "budget_share": labelled[0].get("budget_share")}
 
 
 def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -303,7 +394,8 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
         out[flaw] = {}
         for arm in sorted({r["arm"] for r in rows if r["flaw"] == flaw}):
             rs = sorted((r for r in rows if r["flaw"] == flaw and r["arm"] == arm), key=lambda r: r["seed"])
-            out[flaw][arm] = {"seeds": [r["seed"] for r in rs], **{k: t_ci([r.get(k) for r in rs]) for k in FIGURES}}
+            out[flaw][arm] = {"seeds": [r["seed"] for r in rs], **{k: t_ci([r.get(k) for r in rs]) for k in FIGURES},
+                              "oracle_labels": label_figures(rs)}
         fixed = {r["seed"]: r for r in rows if r["flaw"] == flaw and r["arm"] == "fixed"}
         evo = {r["seed"]: r for r in rows if r["flaw"] == flaw and r["arm"] == "evolving"}
         leads = [fixed[s]["collapse_step"] - evo[s]["first_valid_diagnosis_step"] for s in evo
@@ -454,8 +546,19 @@ def early_stop_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if r["arm"] == "fixed" and not any(x["arm"] == "fixed+early-stop" and x["flaw"] == r["flaw"]
                                            and x["seed"] == r["seed"] for x in rows):
             out.append({**r, "arm": "fixed+early-stop", "test_main": r["test_early_stop"], "hack_main": r["hack_early_stop"],
-                        "wrong_branch_promotions": None, "derived_from": r["cell"]})
+                        "wrong_branch_promotions": None, "derived_from": r["cell"], **early_stop_labels(r)})
     return out
+
+
+def early_stop_labels(r: dict[str, Any]) -> dict[str, Any]:
+    """Early stopping over a fixed run decides on the main line's validation labels alone:
+    those are its decision-relevant labels (the run's audit labels are drawn, but nothing reads them)."""
+    lab = r.get("oracle_labels")
+    if not lab:
+        return {"oracle_labels": None, "labels_decision": None, "labels_decision_share": None}
+    lab = {**lab, "decision_relevant": lab["early_stop_validation"], "decision_share": lab["early_stop_share"],
+           "decision_purposes": ["validation (main line)"]}
+    return {"oracle_labels": lab, "labels_decision": lab["decision_relevant"], "labels_decision_share": lab["decision_share"]}
 
 
 def same_start(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -481,7 +584,9 @@ def comparisons(rows: list[dict[str, Any]], arm: str = "evolving") -> dict[str, 
         if not me:
             continue
         out[flaw] = {}
-        for base in ("fixed+early-stop", "reference", "fixed"):
+        for base in ("fixed+early-stop", "reference", "fixed", MATCHED):
+            if base == MATCHED and not any(r["flaw"] == flaw and r["arm"] == base for r in rows):
+                continue
             other = {r["seed"]: r for r in rows if r["flaw"] == flaw and r["arm"] == base}
             both = sorted(set(me) & set(other))
             seeds = [s for s in both if same_start(me[s], other[s])]
@@ -525,18 +630,26 @@ def markdown(result: dict[str, Any]) -> str:
              f"mean ± 95% CI half-width across seeds; test split (nothing in the harness read it).", "",
              "| flaw | arm | test acc. (main line) | test acc. (last) | hack rate (main line) | wrong-branch promotions |",
              "|---|---|---|---|---|---|"]
-    order = ["fixed", "fixed+early-stop", "reference", "evolving", "evolving-warm"]
+    order = ["fixed", "fixed+early-stop", MATCHED, "reference", "evolving", "evolving-warm"]
     for flaw, arms in agg.items():
         for arm in sorted(arms, key=lambda a: (order.index(a) if a in order else 99, a)):
             s = arms[arm]
             lines.append(f"| {flaw} | {arm} | {fmt(s['test_main'])} | {fmt(s['test_last'])} | {fmt(s['hack_main'])} | "
                          f"{fmt(s['wrong_branch_promotions'], 1)} |")
+    lines += ["", *label_table(agg, order)]
     lines += ["", "| flaw | seeds | evolving − fixed+early-stop | evolving − reference | goal met |", "|---|---|---|---|---|"]
     for flaw, c in comp.items():
         es, ref, goal = c.get("evolving - fixed+early-stop"), c.get("evolving - reference"), c["goal"]
         met = "yes" if all(goal.values()) else "no: " + ", ".join(k for k, v in goal.items() if not v)
         n = len((es or ref or {}).get("seeds") or [])
         lines.append(f"| {flaw} | {n} | {fmt(es['test_main']) if es else '–'} | {fmt(ref['test_main']) if ref else '–'} | {met} |")
+    matched = [(f, c[f"evolving - {MATCHED}"]) for f, c in comp.items() if f"evolving - {MATCHED}" in c]
+    if matched:
+        lines += ["", f"At equal oracle labels: {MATCHED} validates as often, and with as many samples per item, as "
+                      "comes closest to the evolving run's decision-relevant labels (same flaw and seed; training "
+                      "identical to fixed; the labels table gives both).",
+                  "", f"| flaw | seeds | evolving − {MATCHED} |", "|---|---|---|"]
+        lines += [f"| {f} | {len(m['seeds'])} | {fmt(m['test_main'])} |" for f, m in matched]
     unpaired = {f: sorted({s for k, v in c.items() if k != "goal" for s in v.get("unpaired_seeds", [])})
                 for f, c in comp.items()}
     unpaired = {f: s for f, s in unpaired.items() if s}
@@ -565,6 +678,32 @@ def markdown(result: dict[str, Any]) -> str:
                   + (f" on {_machine_text(m['machine'])}" if m.get("machine") else "")
                   + (" (resumed: the rest were read)" if m["cells_ran"] not in (None, m["cells"]) else "") + "."]
     return "\n".join(lines) + "\n"
+
+
+def label_table(agg: dict[str, Any], order: list[str]) -> list[str]:
+    """Strict-oracle labels per run, mean over seeds, by purpose (main line and A/B branches),
+    and the decision-relevant total as a share of training rollouts."""
+    rows = []
+    for flaw, arms in agg.items():
+        for arm in sorted(arms, key=lambda a: (order.index(a) if a in order else 99, a)):
+            lab = arms[arm].get("oracle_labels")
+            if not lab:
+                continue
+            p = lab["by_purpose"]
+            rows.append(f"| {flaw} | {arm} | {p['audit']:,.0f} | {p['regrade']:,.0f} | {p['validation']:,.0f} | "
+                        f"{lab['backtest_branches']:,.0f} | {p['train']:,.0f} | {lab['decision_relevant']:,.0f} "
+                        f"({', '.join(lab['decision_purposes']) or 'none'}) | {lab['decision_share']:.2f} | {p['test']:,.0f} |")
+    if not rows:
+        return []
+    budgets = sorted({str(a["oracle_labels"].get("budget_share")) for v in agg.values() for a in v.values()
+                      if a.get("oracle_labels")})
+    return ["Strict-oracle labels per run (mean over seeds; audit, re-grade and validation count the A/B branches too, "
+            "which the branches column also gives alone). Decision-relevant: the labels the arm's decisions read; "
+            "share: of the run's training rollouts (prompts per step × group size × steps). Early stopping reads the "
+            "fixed run's main-line validation labels. Test labels are report only. Oracle budget "
+            f"(harness.oracle.budget, a share of training rollouts; None: no cap): {', '.join(budgets)}.", "",
+            "| flaw | arm | audit | regrade | validation | A/B branches | train (reward) | decision-relevant | share | test (report only) |",
+            "|---|---|---|---|---|---|---|---|---|---|", *rows]
 
 
 def figure_svg(result: dict[str, Any]) -> str:
@@ -642,6 +781,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--flaws", nargs="*", default=None, help="flaw names (default: every flaw of the suite but its probes)")
     ap.add_argument("--arms", nargs="*", default=None, help="arms (default: the suite's)")
     ap.add_argument("--ablations", action="store_true", help="also run the ablation arms")
+    ap.add_argument("--budget-matched", action="store_true",
+                    help=f"also run {MATCHED}: early stopping validating on as many oracle labels as evolving used")
     ap.add_argument("--mode", choices=("cold", "warm", "both"), default="cold")
     ap.add_argument("--audit-sweep", default=None, metavar="FLAW", help="also evolving at audit rate 1.0, 0.1, 0.05, 0.02")
     ap.add_argument("--dir", default=str(ROOT / ".evo" / "suite"), help="one SQLite store per cell (resumable)")
@@ -665,10 +806,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     if unknown:
         ap.error(f"unknown flaw(s) {unknown}; known: {', '.join(suite['flaws'])}")
     arms = args.arms or list(suite["defaults"]["arms"])
-    if args.ablations or args.smoke:
+    if args.ablations or (args.smoke and not args.arms):  # a smoke with --arms runs just those
         arms += [a for a in suite["defaults"]["ablations"] if a not in arms]
+    if args.budget_matched and MATCHED not in arms:
+        arms += [a for a in ("evolving",) if a not in arms] + [MATCHED]
     if args.smoke:
-        arms += [a for a in ("fixed+early-stop",) if a not in arms]
+        if not args.arms:
+            arms += [a for a in ("fixed+early-stop",) if a not in arms]
         args.seeds = 1
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     d = Path(args.dir)

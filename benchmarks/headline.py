@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 ARMS = ("fixed", "fixed+early-stop", "reference", "evolving")
+MATCHED_KEY = "evolving - fixed+early-stop@budget"
 
 
 def one_invocation(report: dict[str, Any]) -> str:
@@ -36,6 +37,8 @@ def _diff(comp: dict[str, Any]) -> str:
     t = comp.get("test_main") or {}
     if t.get("mean") is None:
         return "–"
+    if not t.get("ci"):
+        return f"{t['mean']:+.3f} (one seed)"
     lo, hi = t["ci"]
     mark = "" if lo > 0 or hi < 0 else " (CI holds 0)"
     return f"{t['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]{mark}"
@@ -44,17 +47,38 @@ def _diff(comp: dict[str, Any]) -> str:
 def table(report: dict[str, Any]) -> str:
     version = one_invocation(report)
     hours = report.get("total_wall_s", 0) / 3600
+    budgets = sorted({str((r.get("oracle_labels") or {}).get("budget_share")) for r in report["runs"]
+                      if r.get("oracle_labels")}) or ["not recorded"]
     lines = [f"Seeds {report['seeds']}, one invocation on {version} ({hours:.2f} h), mode {report['mode']}, "
-             f"audit rate {report['audit_rate']}. Test-split strict accuracy of the main line, mean ± 95% CI "
+             f"audit rate {report['audit_rate']}, oracle budget {', '.join(budgets)} (harness.oracle.budget: "
+             "decision-relevant labels as a share of training rollouts). Test-split strict accuracy of the main line, mean ± 95% CI "
              "half-width across seeds; differences paired by seed.", "",
-             "| flaw | fixed | early stop | reference | evolving | evolving − early stop | evolving − reference |",
-             "|---|---|---|---|---|---|---|"]
+             "| flaw | fixed | early stop | reference | evolving | evolving − early stop | evolving − reference "
+             "| oracle labels (fixed / early stop / reference / evolving) |",
+             "|---|---|---|---|---|---|---|---|"]
+    matched = any(MATCHED_KEY in report["comparisons"].get(f, {}) for f in report["flaws"])
+    if matched:  # early stopping given the evolving arm's labels (benchmarks.evolution --budget-matched)
+        lines[-2] += " evolving − early stop at equal labels |"
+        lines[-1] += "---|"
     for flaw in report["flaws"]:
         agg, comp = report["aggregate"][flaw], report["comparisons"][flaw]
         cells = [_cell(agg.get(arm, {}).get("test_main")) for arm in ARMS]
         lines.append(f"| {flaw} | " + " | ".join(cells) + f" | {_diff(comp['evolving - fixed+early-stop'])} | "
-                     f"{_diff(comp['evolving - reference'])} |")
+                     f"{_diff(comp['evolving - reference'])} | {_labels(agg)} |"
+                     + (f" {_diff(comp.get(MATCHED_KEY) or {})} |" if matched else ""))
+    lines += ["", "Oracle labels: the decision-relevant strict-oracle labels of a run (audit, re-grades and "
+              "validation, A/B branches included, as far as the arm's decisions read them; test labels are report "
+              "only), as a share of its training rollouts, mean over seeds."]
     return "\n".join(lines)
+
+
+def _labels(agg: dict[str, Any]) -> str:
+    """Decision-relevant labels as a share of training rollouts, per arm ("?" where not counted)."""
+    out = []
+    for arm in ARMS:
+        lab = (agg.get(arm) or {}).get("oracle_labels")
+        out.append(f"{lab['decision_share']:.2f}" if lab and lab.get("decision_share") is not None else "?")
+    return " / ".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:

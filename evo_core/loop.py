@@ -44,7 +44,7 @@ from evo_core.store import run_stream, seal_run_finished
 from evo_core.store.blobs import WriteBehindBlobs
 from evo_core.store.lease import LeaseHeld, RunLease
 from evo_core.trainer.ranks import RankLost
-from evo_core.trainer.evaluation import VerifierFailed
+from evo_core.trainer.evaluation import VerifierFailed, eval_labels
 from evo_core.trainer.oracle import METRIC_PREFIX, label_totals
 from evo_core.trainer.port import SNAPSHOT_MEDIA, SessionPort
 from evo_core.trainer.step_events import TRAINER, rollout_events, trajectory_payload
@@ -263,6 +263,9 @@ class RunLoop:
             raise RunError(str(exc)) from None
         self.state = fold(events)
         self.oracle_totals = label_totals(events)
+        client = getattr(self.session, "oracle", None)
+        if client is not None:  # the budget spent so far, folded from the log (exact across a crash)
+            client.counts.resumed(self.oracle_totals)
         self.version = len(events)
         # a restore committed with the last step was carried out after its checkpoint was written
         for ev in events:
@@ -392,10 +395,29 @@ class RunLoop:
                              emitted_by=TRAINER)
 
     def _evals(self, step: int, *, test: bool) -> list[Event]:
-        out: list[Event] = [self._eval_event(step, "validation")]
+        out: list[Event] = [self._eval_event(step, "validation")] if self._validation_paid(step) else []
         if test and self.session.splits.get("test"):
             out.append(self._eval_event(step, "test"))
         return out
+
+    def _validation_paid(self, step: int) -> bool:
+        """Whether the oracle budget pays a whole validation evaluation. When it does not, the
+        evaluation is skipped (the gates see no new one; the last value stands) and the refusal
+        is recorded in the step's ``oracle_budget.refused.validation``."""
+        client = getattr(self.session, "oracle", None)
+        if client is None or client.counts.left() is None:  # no cap
+            return True
+        cost = eval_labels(len(self.session.splits.get("validation") or ()), self.cfg.eval)
+        if client.counts.can_pay("validation", cost):
+            return True
+        log.warning("validation evaluation skipped: the oracle budget cannot pay it", run_id=self.run_id, step=step,
+                    labels=cost, left=client.counts.left())
+        return False
+
+    def _oracle_budget(self) -> dict[str, float]:
+        """The budget's metrics for this step: labels left, and labels refused since the last step."""
+        client = getattr(self.session, "oracle", None)
+        return client.counts.take_budget() if client is not None else {}
 
     def _restore(self, ev: PolicyUpdated) -> None:
         """Carry out a committed restore: the main line's weights, under the version the log named."""
@@ -541,6 +563,7 @@ class RunLoop:
         # its evaluations, its harness pass's A/B branches), by scope and purpose; the dict is
         # the event's own and nothing has read these keys yet: the step is not committed
         step_ev.metrics.update(self._oracle_labels())
+        step_ev.metrics.update(self._oracle_budget())
         faults.point("before_commit")
         t2 = time.perf_counter()
         resume.update(self._join_checkpoint())  # resume needs it on disk before the step is committed

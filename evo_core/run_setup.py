@@ -114,7 +114,8 @@ def check_fits(cfg: RunConfig, policy: Any, splits: Splits) -> None:
 def build_session(cfg: RunConfig, plugins: PluginManager, *, sft: bool = True,
                   on_sft_step: Optional[Callable[[int, float], None]] = None) -> tuple[Any, dict[str, Any]]:
     """Domain, splits, policy (with the SFT warm start when configured) and the RL session."""
-    from evo_core.harness.config import AuditConfig
+    from evo_core.harness.config import AuditConfig, OracleConfig
+    from evo_core.trainer.oracle import budget_labels
     from evo_core.trainer.session import RLSession
     from evo_core.trainer.sft import warm_start
 
@@ -149,6 +150,11 @@ def build_session(cfg: RunConfig, plugins: PluginManager, *, sft: bool = True,
                         total_steps=cfg.run.steps, plugins=plugins, audit_rate=audit.rate, audit_min=audit.min_per_step,
                         regrade_rate=audit.regrade_rate, engine=engine, reward=cfg.task.reward)
     session.domain_plugin = domain_plugin  # type: ignore[attr-defined]
+    # the cap on decision-relevant oracle labels ([harness.oracle] budget), shared with every fork
+    share = OracleConfig.from_dict(dict(cfg.harness.get("oracle") or {})).budget
+    if share is not None:
+        session.oracle.counts.limit = budget_labels(share, prompts_per_step=cfg.rl.prompts_per_step,
+                                                    group_size=cfg.rl.group_size, steps=cfg.run.steps)
     # the domain's words in trajectory features (tool names, path classes) are renamed like its signals
     session.signal_naming = (str(cfg.task.options.get("signal_names", "plain")),  # type: ignore[attr-defined]
                              int(cfg.task.options.get("signal_seed", 0) or 0))

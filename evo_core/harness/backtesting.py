@@ -71,6 +71,12 @@ def run_plan(names: Sequence[str], backtesters: Mapping[str, Any], prop: Proposa
 def _run_one(bt: Any, name: str, prop: Proposal, ctx: BacktestContext, port: HarnessPort,
              iso: Isolation) -> BacktestOutcome:
     mode = getattr(bt, "mode", "offline")
+    unpaid = getattr(port, "unpaid_backtest", None)
+    why = unpaid(ctx.config.backtest.k_steps, ctx.config.backtest.replicates) \
+        if mode == "online" and callable(unpaid) else None
+    if why:  # an A/B the run's oracle budget cannot pay is not started: no decision, with the reason
+        return BacktestOutcome(backtester=name, mode=mode, passed=None, figures={"oracle_budget_exhausted": True},
+                               reasons=(f"no decision: {why}",), version=str(getattr(bt, "version", "1")))
     res = None
     with iso.guard(name, "backtest") as g:
         res = port.online_backtest(bt, prop, ctx) if mode == "online" else bt.backtest(prop, ctx)

@@ -24,6 +24,8 @@ config is loaded (``evo_core.config_checks``).
     no_revision = false
     [harness.audit]
     rate = 0.05
+    [harness.oracle]
+    budget = 1.5                      # decision-relevant oracle labels per run, a share of training rollouts (unset: no cap)
     [harness.interventions.cap_length]   # active from step 1, with these params
     max_chars = 40
 
@@ -120,6 +122,24 @@ class AuditConfig:
         return _structure(cls, data or {}, "harness.audit")
 
 
+@attrs.frozen(kw_only=True)
+class OracleConfig:
+    """The cap on decision-relevant strict-oracle labels per run (``evo_core.trainer.oracle``):
+    the audit, re-grades and validation evaluations, of the main line and of every A/B branch
+    together, as a share of the run's nominal training rollouts (prompts_per_step x group_size
+    x steps). ``train`` labels (the reference's reward) and ``test`` labels (report only) are
+    never capped. Unset (the default): no cap. A share of training rollouts means nothing for a
+    short run whose evaluations outnumber its rollouts (a 4-step test run draws several times
+    its rollouts in validation labels), so the cap is opt-in; the flaw suite sets 1.5
+    (configs/suite/suite.toml), above what its evolving runs drew without a cap."""
+
+    budget: Optional[float] = F(default=None, validator=number(0))
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "OracleConfig":
+        return _structure(cls, data or {}, "harness.oracle")
+
+
 def _structure(cls: type, data: Any, where: str) -> Any:
     try:
         return structure(cls, data, where)
@@ -168,6 +188,7 @@ class HarnessConfig:
     skills_from: tuple[str, ...] = F(default=(), validator=_names)
     ablations: Ablations = attrs.Factory(Ablations)
     audit: AuditConfig = attrs.Factory(AuditConfig)
+    oracle: OracleConfig = attrs.Factory(OracleConfig)
     priors: bool = False  # warm priors: flaw-/domain-specific diagnostics and proposers join (cold: off)
     replace_diagnostics: bool = False  # the configured diagnostics are the whole set (no defaults)
 

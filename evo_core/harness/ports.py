@@ -86,6 +86,11 @@ class LivePort:
     def online_backtest(self, backtester: Any, proposal: Any, ctx: Any) -> Optional[Any]:
         return backtester.backtest(proposal, attrs.evolve(ctx, trainer=self.trainer))
 
+    def unpaid_backtest(self, k_steps: int, replicates: int) -> Optional[str]:
+        """Why the run's oracle budget cannot pay an online A/B of this size (None: it can)."""
+        unpaid = getattr(self.trainer, "unpaid_backtest", None)
+        return unpaid(k_steps, replicates) if callable(unpaid) else None
+
     def snapshot(self, step: int, policy_version: int) -> Optional[Snapshot]:
         return self.trainer.snapshot()
 

@@ -16,7 +16,11 @@ in the harness ever read. Per run:
   departs significantly from the base rate of its side in its window: ``evo_core.harness.validity``,
   a one-sided Fisher exact test at 0.05), of the first promoted repair, and the step at which
   test accuracy **collapsed** (fell 0.2 below its start), if it did; and how many invalid-severity
-  diagnoses the test found valid, per side.
+  diagnoses the test found valid, per side;
+- its **strict-oracle labels** (``evo_core.trainer.oracle.label_summary``): per purpose, the
+  A/B branches' share, the decision-relevant total (what the arm's decisions read) and its
+  share of the nominal training rollouts, and the validation labels early stopping over the
+  run's trajectory reads; None for a log from before labels were counted.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any, Iterable, Optional, Sequence
 from evo_core.api import strict_metric
 from evo_core.harness.stats import paired_bootstrap
 from evo_core.harness.validity import diagnosis_validity
+from evo_core.trainer.oracle import label_summary, label_totals
 from evo_events import (
     EvalCompleted,
     Event,
@@ -98,7 +103,22 @@ def summarize_run(events: Iterable[Event], metric: Optional[str] = None) -> dict
     window = int(((config.get("harness") or {}).get("window_steps")) or DEFAULT_WINDOW_STEPS)
     out.update(_timing(events, test_main, metric, window))
     out.update(_counts(events))
+    out.update(_labels(events, config))
     return out
+
+
+def _labels(events: Sequence[Event], config: dict[str, Any]) -> dict[str, Any]:
+    run, ev = config.get("run") or {}, config.get("eval") or {}
+    schedule = {"steps": run.get("steps"), "eval_every": run.get("eval_every"), "samples": ev.get("samples", 4),
+                "greedy": ev.get("greedy", True),
+                "validation_evals": sum(1 for e in events if isinstance(e, EvalCompleted) and e.split == "validation"
+                                        and e.branch == "main")}
+    totals = label_totals(events)
+    if not totals:  # a log from before every label was counted: unknown, not zero
+        return {"oracle_labels": None, "labels_decision": None, "labels_decision_share": None, "eval_schedule": schedule}
+    s = label_summary(totals, config)
+    return {"oracle_labels": s, "labels_decision": s["decision_relevant"], "labels_decision_share": s["decision_share"],
+            "eval_schedule": schedule}
 
 
 def _wrong_branches(promotions: Sequence[Promoted], val: Sequence[EvalCompleted], test_of: dict[int, EvalCompleted],

@@ -85,6 +85,12 @@ def score_groups(domain: Any, tasks: Sequence[Task], groups: Sequence[Sequence[S
     return metrics, per_item
 
 
+def eval_labels(n_items: int, eval_cfg: Any) -> int:
+    """The oracle labels one evaluation of ``n_items`` draws: its samples per item, plus the
+    greedy completion."""
+    return n_items * (int(eval_cfg.samples) + (1 if eval_cfg.greedy else 0))
+
+
 def evaluate_policy(policy: Any, domain: Any, tasks: Sequence[Task], eval_cfg: Any, rl: Any, *, seed: int,
                     oracle: Any, strict: bool = True, split: str = "validation") -> EvalResult:
     """``eval_cfg.samples`` sampled completions per item (item score = fraction correct under

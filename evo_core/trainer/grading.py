@@ -86,11 +86,14 @@ def graded(s: Any, chosen: Sequence[Task], groups: Sequence[Sequence[Sample]], s
 
 def audit(s: Any, items: list[RolloutItem]) -> None:
     """Label a sample of rollouts with the strict oracle (evidence for the harness): the
-    share ``audit_rate`` (at least ``audit_min``), drawn from the session's RNG."""
+    share ``audit_rate`` (at least ``audit_min``), drawn from the session's RNG, shrunk to what
+    the run's oracle budget still pays (``evo_core.trainer.oracle``)."""
     n = len(items)
     k = min(n, max(int(round(s.audit_rate * n)), s.audit_min if s.audit_rate > 0 else 0))
     chosen = range(n) if k >= n else sorted(s.rng.sample(range(n), k))
     todo = [items[i] for i in chosen if items[i].verdict.reward is not None]
+    # the oracle budget pays a prefix of the sample (drawn as always, so the RNG stays in step)
+    todo = todo[:s.oracle.counts.affordable("audit", len(todo))]
     strict = s.oracle.grade("audit", [(it.task, it.completion) for it in todo])
     for it, v in zip(todo, strict):
         it.strict = v

@@ -3,11 +3,13 @@ backtests, and main-line snapshots persisted in the run's blob store."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from evo_core import faults
 from evo_core.harness.ports import BranchEval, Snapshot
+from evo_core.trainer.evaluation import eval_labels
 from evo_core.trainer.step_events import rollout_events
 from evo_events import BlobRef, RolloutCompleted
 
@@ -30,10 +32,27 @@ class SessionBranch:
 
     def evaluate(self) -> BranchEval:
         t0 = time.perf_counter()
+        counts = self.session.oracle.counts
+        if counts.left() is not None and not counts.can_pay(
+                "validation", eval_labels(len(self.session.splits.get("validation") or ()), self.session.eval_cfg)):
+            return BranchEval({}, {})  # the budget ran out mid-A/B: no paired items, no decision
         self.port.tell("eval", 0, 1)
         res = self.session.evaluate("validation")
         self.port.branch_s += time.perf_counter() - t0
         return BranchEval(dict(res.item_scores), dict(res.metrics))
+
+
+def backtest_labels(session: Any, k_steps: int, replicates: int) -> int:
+    """An upper bound on the capped oracle labels an online A/B draws: per branch, ``k_steps``
+    steps of audit and re-grades (at the session's rates, on its largest batch: every refill
+    round of dynamic sampling) and one validation evaluation; two branches per pair."""
+    rl = session.rl
+    rounds = int(getattr(rl, "dynamic_sampling_rounds", 0) or 0) if session.dynamic_sampling else 0
+    n = int(rl.prompts_per_step) * int(rl.group_size) * (1 + rounds)
+    audit = min(n, max(int(round(session.audit_rate * n)), session.audit_min if session.audit_rate > 0 else 0))
+    regrade = int(math.ceil(session.regrade_rate * n))
+    evaluation = eval_labels(len(session.splits.get("validation") or ()), session.eval_cfg)
+    return 2 * replicates * (k_steps * (audit + regrade) + evaluation)
 
 
 class SessionPort:
@@ -54,6 +73,16 @@ class SessionPort:
             branch.load_weights_bytes(self.blobs.get(BlobRef(**start)))
         self.branch_s += time.perf_counter() - t0
         return SessionBranch(branch, self.run_id, self)
+
+    def unpaid_backtest(self, k_steps: int, replicates: int) -> Optional[str]:
+        """Why the oracle budget cannot pay an online A/B of ``replicates`` pairs of ``k_steps``
+        each (None: it can, or there is no cap), so that it is not started."""
+        left = self.session.oracle.counts.left()
+        if left is None:
+            return None
+        need = backtest_labels(self.session, k_steps, replicates)
+        return None if need <= left else (f"the oracle budget cannot pay this A/B: up to {need} labels, "
+                                          f"{left} left of {self.session.oracle.counts.limit}")
 
     def snapshot(self) -> Snapshot:
         ref = self.blobs.put(self.session.weights_bytes(with_optimizer=self.with_optimizer), SNAPSHOT_MEDIA)

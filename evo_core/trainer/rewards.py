@@ -37,13 +37,13 @@ def rewarded(s: Any, items: list[RolloutItem], samples: list[Sample], hp: dict[s
 
 
 def regrader(oracle: Any, rate: float, n: int) -> Callable[[RolloutItem], Optional[float]]:
-    """The oracle for re-grades within this step's budget (``rate`` of its ``n`` rollouts);
-    None once it is spent. An audited rollout costs no new label."""
+    """The oracle for re-grades within this step's budget (``rate`` of its ``n`` rollouts) and
+    the run's oracle budget; None once either is spent. An audited rollout costs no new label."""
     budget = [int(math.ceil(rate * n))]
 
     def regrade(item: RolloutItem) -> Optional[float]:
         if item.strict is None:
-            if budget[0] <= 0:
+            if budget[0] <= 0 or not oracle.counts.can_pay("regrade", 1):  # this step's share, or the run's budget
                 return None
             budget[0] -= 1
             item.strict = oracle.grade_one("regrade", item.task, item.completion)

@@ -40,6 +40,12 @@ def _start(session: Any, cfg: Any) -> None:
         session.enable_zero(zero)
 
 
+def _budget_spent(session: Any) -> Optional[int]:
+    """The capped oracle labels the session's run has spent, when it has a budget (else None)."""
+    counts = getattr(getattr(session, "oracle", None), "counts", None)
+    return counts.spent() if counts is not None and getattr(counts, "limit", None) is not None else None
+
+
 class Leader:
     """Rank 0's side of the command channel."""
 
@@ -130,7 +136,9 @@ class LeaderSession:
         return self._inner.resume_state()
 
     def rl_step(self, state: Any = None) -> Any:
-        return self._leader.run("step", lambda: self._inner.rl_step(state), self._sid, state)
+        # followers never evaluate: the oracle budget they step with is the leader's, so the
+        # audit and the re-grades shrink alike on every rank
+        return self._leader.run("step", lambda: self._inner.rl_step(state), self._sid, state, _budget_spent(self._inner))
 
     def fork(self, seed: Optional[int] = None) -> "LeaderSession":
         sid = self._leader.new_sid()
@@ -170,6 +178,8 @@ def follow(comm: Any, build: Factory, plugins: Any) -> int:
             _start(session, cfg)
             sessions = {sid: session}
         elif op == "step":
+            if len(args) > 2 and args[2] is not None:
+                sessions[args[0]].oracle.counts.sync(args[2])
             sessions[args[0]].rl_step(args[1])
         elif op == "fork":
             sessions[args[1]] = sessions[args[0]].fork(args[2])

@@ -90,3 +90,34 @@ def test_follower_replays_the_leaders_session_operations():
     assert ("main", "step", {"interventions": 1}, "run-1") in follower_log
     assert ("main/fork-7", "step", "s", "run-1") in follower_log
     assert follower_sessions[0].dist is not None and follower_sessions[0].engine is not None
+
+
+def test_a_follower_steps_with_the_leaders_oracle_budget():
+    """Followers never evaluate, so the leader's validation labels are not theirs: each step
+    carries the leader's spent count, and the audit shrinks alike on every rank."""
+    from evo_core.trainer.oracle import LabelCounts
+
+    q: "queue.Queue[Any]" = queue.Queue()
+    seen: list = []
+
+    class Budgeted(FakeSession):
+        def __init__(self, log: list) -> None:
+            super().__init__(log)
+            self.oracle = type("Client", (), {"counts": LabelCounts(limit=100)})()
+
+        def rl_step(self, state: Any = None) -> str:
+            seen.append(self.oracle.counts.left())
+            self.oracle.counts.add("main", "audit", 5)  # every rank audits alike
+            return "result"
+
+    follower: list = []
+    t = threading.Thread(target=lambda: follow(QueueComm(1, q), lambda cfg, plugins, **kw: (follower.append(Budgeted([]))
+                                                                                             or (follower[-1], {})), None))
+    t.start()
+    leader = Leader(QueueComm(0, q))
+    session, _ = leader.factory(lambda cfg, plugins, **kw: (Budgeted([]), {}))("cfg", None)
+    session.oracle.counts.add("main", "validation", 30)  # the leader's evaluation
+    session.rl_step("s")
+    leader.send("exit", 0)
+    t.join(timeout=10)
+    assert seen == [70, 70] and follower[0].oracle.counts.left() == session.oracle.counts.left() == 65
