@@ -250,7 +250,7 @@ rate = 1.0
 """
 
 
-def test_sigkill_mid_run_then_resume_from_another_directory_loses_and_duplicates_nothing(tmp_path):
+def test_sigkill_mid_run_then_resume_from_another_directory_loses_and_duplicates_nothing(tmp_path, monkeypatch):
     steps = 30  # enough that the kill lands mid-run even on an idle machine
     cfg_path = tmp_path / "kill.toml"
     cfg_path.write_text(TOML.format(steps=steps, ck="ck"))  # relative: resolved in the run's working directory
@@ -291,7 +291,7 @@ def test_sigkill_mid_run_then_resume_from_another_directory_loses_and_duplicates
 
     cfg = load_config(str(cfg_path))
     store = open_store(url)
-    os.chdir(tmp_path)  # another working directory: the log says where the checkpoint is
+    monkeypatch.chdir(tmp_path)  # another working directory: the log says where the checkpoint is
     out = resume_run(cfg, store, run_id, plugins=_pm())
     assert out.status == "completed"
     events = list(store.events(run_stream(run_id)))
