@@ -25,10 +25,11 @@ class EvidenceWindow:
         self.evals: list[EvalCompleted] = []  # all validation evals: trends over evals need history
         self._diagnoses: deque[FailureDiagnosed] = deque(maxlen=500)
         self._history_flat: Optional[tuple[RolloutCompleted, ...]] = None  # history(), until the next add_step
+        self._train_rewards: Optional[list[tuple[int, float]]] = None  # (step, reward) of history's train rollouts
 
     def add_step(self, step: int, rollouts: Sequence[RolloutCompleted], step_event: Optional[StepCompleted],
                  evals: Sequence[EvalCompleted] = ()) -> None:
-        self._history_flat = None
+        self._history_flat = self._train_rewards = None
         for buf, keep in ((self._rollouts, self.window_steps), (self._history, self.history_steps)):
             if buf and buf[-1][0] == step:
                 buf[-1][1].extend(rollouts)
@@ -78,7 +79,9 @@ class EvidenceWindow:
         return next((e for e in reversed(self.evals) if e.event_id == event_id), None) if event_id else None
 
     def mean_reward(self, after_step: int) -> Optional[float]:
-        vals = [r.reward for r in self.history() if r.step > after_step and r.reward is not None and r.split == "train"]
+        if self._train_rewards is None:
+            self._train_rewards = [(r.step, r.reward) for r in self.history() if r.reward is not None and r.split == "train"]
+        vals = [x for s, x in self._train_rewards if s > after_step]
         return sum(vals) / len(vals) if vals else None
 
     def window(self, step: int) -> Window:

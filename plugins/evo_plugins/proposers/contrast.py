@@ -56,9 +56,17 @@ def _paid_value(audited: Sequence[Any], pay_threshold: float) -> float:
     return paid[len(paid) // 2] if paid else 1.0
 
 
+_LAST_AUDITED: list[Any] = [None, ()]  # (history tuple, its audited rows): every proposer of a pass reads the same
+
+
 def audited_rows(rows: Sequence[Any]) -> list[Any]:
-    return [r for r in rows if r.split == "train" and r.infra_error is None and r.strict_correct is not None
-            and r.reward is not None]
+    if isinstance(rows, tuple) and rows is _LAST_AUDITED[0]:  # a tuple cannot change under the same identity
+        return list(_LAST_AUDITED[1])
+    out = [r for r in rows if r.split == "train" and r.infra_error is None and r.strict_correct is not None
+           and r.reward is not None]
+    if isinstance(rows, tuple):
+        _LAST_AUDITED[:] = [rows, tuple(out)]
+    return out
 
 
 class ContrastProposer:

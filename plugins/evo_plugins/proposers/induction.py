@@ -305,26 +305,35 @@ def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
     bits = list(zip(condition_bits(cands, fit_pos, values=vals_pos), condition_bits(cands, fit_neg, values=vals_neg)))
     npos, nneg = len(fit_pos), len(fit_neg)
 
-    def f(bp: int, bn: int) -> tuple[float, Score]:
-        sc = Score(bin(bp).count("1"), bin(bn).count("1"), npos, nneg)
-        return sc.f_beta(settings.beta), sc
+    b2 = settings.beta * settings.beta
 
+    def fb(tp: int, fp: int) -> float:  # Score(tp, fp, npos, nneg).f_beta(beta), without building the Score
+        p = tp / (tp + fp) if tp + fp else 0.0
+        r = tp / npos if npos else 0.0
+        if p == 0 or r == 0:
+            return 0.0
+        return (1 + b2) * p * r / (b2 * p + r)
+
+    counts = [(bp.bit_count(), bn.bit_count()) for bp, bn in bits]
     # Ties on the fitting half are common with a small audited sample. A condition on the
     # response itself goes before one on its group: the group is the policy's other samples,
     # which training moves (as a loophole spreads, honest answers become the odd ones out), so
     # a group-relative condition that separates today flags honest work tomorrow.
-    singles = sorted(range(len(cands)), key=lambda i: (-f(*bits[i])[0], settings.response_first and cands[i].group_relative,
+    singles = sorted(range(len(cands)), key=lambda i: (-fb(*counts[i]), settings.response_first and cands[i].group_relative,
                                                        cands[i].describe()))
-    best_f, best = f(*bits[singles[0]])
+    best_f = fb(*counts[singles[0]])
+    best = Score(*counts[singles[0]], npos, nneg)
     best_conds: tuple[Condition, ...] = (cands[singles[0]],)
+    refs = [c.ref for c in cands]
     for i in singles[:settings.beam]:
         bp1, bn1 = bits[i]
-        for j, c2 in enumerate(cands):
-            if c2.ref == cands[i].ref:
+        for j, (bpj, bnj) in enumerate(bits):
+            if refs[j] == refs[i]:
                 continue
-            fj, sj = f(bp1 & bits[j][0], bn1 & bits[j][1])
-            if fj >= best_f + settings.min_gain and sj.tp >= 2:
-                best_f, best, best_conds = fj, sj, (cands[i], c2)
+            tp = (bp1 & bpj).bit_count()
+            fj = fb(tp, (bn1 & bnj).bit_count())
+            if fj >= best_f + settings.min_gain and tp >= 2:
+                best_f, best, best_conds = fj, Score(tp, (bn1 & bnj).bit_count(), npos, nneg), (cands[i], cands[j])
     if best.tp < 2:
         report["reason"] = f"no predicate flags at least two {words[0]} rollouts"
         return None, report
