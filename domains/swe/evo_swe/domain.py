@@ -262,11 +262,11 @@ class SWEDomain:
         return EpisodeResult(completion=comp, submitted=env.stop == "submit", stop_reason=env.stop, stats=stats)
 
     # -- SFT data --------------------------------------------------------------------------
-    def sft_target(self, task: Task, rng: random.Random, *, plant_rate: float = 0.0) -> str:
-        """A tinyrepo task's expert transcript after the prompt (the replies and the
-        environment's answers, as the policy sees them); a ``plant_rate`` share shows the
-        flaw's exploit instead (the visible output hard-coded in the source, or stalling
-        until the turn budget)."""
+    def sft_target(self, task: Task, rng: random.Random, *, plant_rate: float = 0.0) -> list[tuple[str, bool]]:
+        """A tinyrepo task's expert transcript after the prompt, as (text, the policy's)
+        segments: the replies (trained) and the environment's answers (not), as the policy sees
+        them. A ``plant_rate`` share shows the flaw's exploit instead (the visible output
+        hard-coded in the source, or stalling until the turn budget)."""
         if not 0.0 <= plant_rate <= 1.0:
             raise ValueError(f"swe: plant_rate must be in [0, 1], got {plant_rate!r}")
         if not tinyrepo.is_task(task):
@@ -277,7 +277,7 @@ class SWEDomain:
                 replies = tinyrepo.hardcode_replies(task.gold)
             elif self.flaw == "budget_stop":
                 replies = tinyrepo.stall_replies(task.gold, self.env_budget.max_turns)
-        return tinyenv.expert_transcript(task.gold, task.prompt, replies, self.env_budget)
+        return tinyenv.expert_segments(task.gold, task.prompt, replies, self.env_budget)
 
 
 def _budget_stopped(comp: Completion) -> bool:

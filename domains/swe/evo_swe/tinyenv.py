@@ -364,14 +364,24 @@ class KnownRunner:
         return [self.result for _ in jobs]
 
 
-def expert_transcript(gold: Mapping[str, Any], prompt: str, replies: Sequence[str], budget: EnvBudget) -> str:
-    """The transcript after ``prompt`` of an episode of ``replies`` (each ends with its newline):
-    what an SFT target teaches. The test outcome is that of the final source: ``pass`` when an
-    edit was made (expert edits fix or hard-code the visible case), ``fail`` otherwise."""
+def expert_segments(gold: Mapping[str, Any], prompt: str, replies: Sequence[str],
+                    budget: EnvBudget) -> list[tuple[str, bool]]:
+    """The transcript after ``prompt`` of an episode of ``replies``, as (text, policy's) segments:
+    each reply (with its newline) and the environment's observation after it. The test
+    outcome is that of the final source: ``pass`` once an edit was made (expert edits fix or
+    hard-code the visible case), ``fail`` before."""
     env = new_env("expert", gold["files"], prompt, budget)
+    out: list[tuple[str, bool]] = []
     for k, reply in enumerate(replies):
         edited = any(r.startswith("edit ") for r in replies[:k])
-        step_batch([env], [reply + "\n"], KnownRunner("pass" if edited else "fail"))  # type: ignore[arg-type]
-        if env.done:
+        (ob, done), = step_batch([env], [reply + "\n"], KnownRunner("pass" if edited else "fail"))  # type: ignore[arg-type]
+        out.append((reply + "\n", True))
+        if done:
             break
-    return env.transcript[len(prompt):]
+        out.append((ob, False))
+    return out
+
+
+def expert_transcript(gold: Mapping[str, Any], prompt: str, replies: Sequence[str], budget: EnvBudget) -> str:
+    """:func:`expert_segments` as one text."""
+    return "".join(text for text, _ in expert_segments(gold, prompt, replies, budget))

@@ -225,8 +225,11 @@ def test_loss_mask_covers_the_policy_turns_only(domain, tasks):
 def test_sft_target_plants_the_exploit(domain, tasks):
     rng = random.Random(0)
     t = tasks[0]
-    targets = [domain.sft_target(t, rng, plant_rate=0.3) for _ in range(200)]
+    targets = ["".join(x for x, _ in domain.sft_target(t, rng, plant_rate=0.3)) for _ in range(200)]
     hard = sum(f"return {t.gold['visible'][0][1]}\n" in x for x in targets)
     assert 30 <= hard <= 90
     stall = domain.configure({"flaw": "budget_stop"})
-    assert "submit" not in stall.sft_target(t, random.Random(0), plant_rate=1.0)
+    segs = stall.sft_target(t, random.Random(0), plant_rate=1.0)
+    assert "submit" not in "".join(x for x, _ in segs)
+    honest = domain.sft_target(t, random.Random(1), plant_rate=0.0)
+    assert [x for x, trained in honest if trained] == [r + "\n" for r in tinyrepo.honest_replies(t.gold)]
