@@ -8,6 +8,7 @@ function over them. Plugins and domains import ``evo_core.api`` (and its submodu
 """
 
 from evo_core.api.domain import (
+    BatchedEpisodeDomain,
     Completion,
     Domain,
     EpisodeAgent,
@@ -16,6 +17,7 @@ from evo_core.api.domain import (
     Task,
     TaskSource,
     Verdict,
+    supports_batched_episodes,
     supports_episodes,
 )
 from evo_core.api.evidence import BaseDiagnostic, Diagnostic, Finding, Window, is_validation, strict_metric
@@ -55,7 +57,7 @@ from evo_core.signal_names import rename as rename_signals
 
 __all__ = [
     "Completion", "Domain", "EpisodeAgent", "EpisodeDomain", "EpisodeOutcome", "Task", "TaskSource", "Verdict",
-    "supports_episodes",
+    "supports_episodes", "BatchedEpisodeDomain", "supports_batched_episodes",
     "BaseDiagnostic", "Diagnostic", "Finding", "Window", "is_validation", "strict_metric",
     "INTERVENTION_KINDS", "Arms", "BacktestContext", "DiagnosticsReader", "Backtester", "BacktestOutcome", "Candidate", "Gate", "GateContext",
     "GateDecision", "Proposal", "ProposalContext", "ProposalRejection", "Proposer", "fingerprint",

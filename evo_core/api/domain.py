@@ -118,3 +118,33 @@ class EpisodeDomain(Protocol):
 def supports_episodes(domain: Any) -> bool:
     """Whether ``domain`` implements the optional :class:`EpisodeDomain` capability."""
     return callable(getattr(domain, "run_episode", None))
+
+
+@runtime_checkable
+class BatchedEpisodeDomain(Protocol):
+    """Optional domain capability: episodes as environments the trainer advances in lock step,
+    so that every live episode's next reply comes from ONE batched ``generate`` per turn and
+    the domain can run the turn's tools (and their sandbox runs) together.
+
+    The conversation is plain text: the first prompt, then per turn the policy's reply
+    verbatim (as sampled, its stop string included) and the domain's observation. The
+    observation is appended as is, so each prompt extends the previous prompt plus reply."""
+
+    def episode_reset(self, task: Task, *, max_turns: Optional[int] = None) -> Optional[tuple[Any, str]]:
+        """(a fresh episode, its first prompt), or None when this task has no such episode
+        (the trainer then runs the call's episodes one by one through ``run_episode``)."""
+        ...
+
+    def episode_step(self, envs: Sequence[Any], replies: Sequence[str],
+                     n_tokens: Optional[Sequence[int]] = None) -> list[tuple[str, bool]]:
+        """Advance each episode by its reply: (observation to append, episode over) each."""
+        ...
+
+    def episode_outcome(self, env: Any) -> Union[EpisodeOutcome, Completion]:
+        """The finished episode's completion (with its turns) and stats."""
+        ...
+
+
+def supports_batched_episodes(domain: Any) -> bool:
+    """Whether ``domain`` implements :class:`BatchedEpisodeDomain`."""
+    return all(callable(getattr(domain, m, None)) for m in ("episode_reset", "episode_step", "episode_outcome"))

@@ -57,18 +57,24 @@ def _with_n1(params: SamplingParams) -> SamplingParams:
     return attrs.evolve(params, n=1)
 
 
-def episode_sample(calls: Sequence[Sample], encode: Callable[[str], list[int]], *, truncated: bool = False) -> Sample:
+def episode_sample(calls: Sequence[Sample], encode: Callable[[str], list[int]], *, truncated: bool = False,
+                   decode: Optional[Callable[[Sequence[int]], str]] = None) -> Sample:
     """One sequence for the whole episode: ``prompt_ids`` = the first call's prompt tokens;
     ``token_ids`` = reply 1, the environment's text up to the next reply, reply 2, …;
     ``loss_mask`` = 1 on the replies' tokens, 0 on the environment's; ``logprobs`` = the
-    sampler's on the replies, 0 elsewhere. ``encode`` tokenizes text without a BOS."""
+    sampler's on the replies, 0 elsewhere. ``encode`` tokenizes text without a BOS.
+    ``decode`` (the batched path) gives a reply's text as the next prompt holds it: with its
+    stop string, which ``Sample.text`` leaves out but its tokens include."""
     if not calls:
         return Sample(prompt="", text="", truncated=truncated, finish_reason="length" if truncated else "stop")
     first = calls[0]
     ids: list[int] = list(first.token_ids)
     mask: list[int] = [1] * len(ids)
     lps: list[float] = list(first.logprobs) + [0.0] * (len(ids) - len(first.logprobs))
-    seen = first.prompt + first.text
+    def said(c: Sample) -> str:
+        return decode(c.token_ids) if decode is not None else c.text
+
+    seen = first.prompt + said(first)
     for k, c in enumerate(calls[1:], start=2):
         if not c.prompt.startswith(seen):
             raise EpisodeError(f"turn {k}'s prompt does not extend turn {k - 1}'s prompt and reply: the domain "
@@ -80,7 +86,7 @@ def episode_sample(calls: Sequence[Sample], encode: Callable[[str], list[int]], 
         ids += c.token_ids
         mask += [1] * len(c.token_ids)
         lps += list(c.logprobs) + [0.0] * (len(c.token_ids) - len(c.logprobs))
-        seen = c.prompt + c.text
+        seen = c.prompt + said(c)
     last = calls[-1]
     return Sample(prompt=first.prompt, text=last.text, prompt_ids=tuple(first.prompt_ids), token_ids=tuple(ids),
                   logprobs=tuple(lps), truncated=truncated, finish_reason=last.finish_reason, loss_mask=tuple(mask))
@@ -126,6 +132,87 @@ def run_episode_groups(engine: Any, domain: Any, tasks: Sequence[Any], params: S
         comps.append(g_c)
         stats.append(g_st)
     return groups, comps, stats
+
+
+def run_episode_batches(engine: Any, domain: Any, tasks: Sequence[Any], params: SamplingParams, *,
+                        encode: Callable[[str], list[int]], decode: Callable[[Sequence[int]], str],
+                        generator: Any = None, max_turns: int = 0, max_rounds: int = 1000,
+                        ) -> Optional[tuple[list[list[Sample]], list[list[Completion]], list[list[dict[str, Any]]]]]:
+    """``params.n`` episodes per task, all advancing turn by turn: each turn ONE ``generate``
+    over every live episode's prompt, then one ``episode_step`` over their replies (the domain
+    runs the turn's tools together). A reply's text as sampled (``decode`` of its tokens, stop
+    string included) and the observation extend the episode's prompt. Returns what
+    :func:`run_episode_groups` returns, or None when the domain gives some task no batched
+    episode (``episode_reset`` returned None)."""
+    n = params.n
+    one = _with_n1(params)
+    envs: list[Any] = []
+    prompts: list[str] = []
+    for task in tasks:
+        for _ in range(n):
+            got = domain.episode_reset(task, max_turns=max_turns or None)
+            if got is None:
+                return None
+            envs.append(got[0])
+            prompts.append(got[1])
+    calls: list[list[Sample]] = [[] for _ in envs]
+    live = list(range(len(envs)))
+    rounds = 0
+    while live:
+        rounds += 1
+        if rounds > max_rounds:
+            raise EpisodeError(f"episodes still running after {max_rounds} turns: the domain's budget never ends them")
+        out = engine.generate([prompts[i] for i in live], one, generator=generator)
+        samples = [g[0] for g in out]
+        said = [decode(s.token_ids) for s in samples]
+        steps = domain.episode_step([envs[i] for i in live], said, [len(s.token_ids) for s in samples])
+        if len(steps) != len(live):
+            raise EpisodeError(f"episode_step returned {len(steps)} results for {len(live)} episodes")
+        still = []
+        for i, s, text, (obs, done) in zip(live, samples, said, steps):
+            calls[i].append(s)
+            if not done:
+                prompts[i] = s.prompt + text + obs
+                still.append(i)
+        live = still
+    groups: list[list[Sample]] = []
+    comps: list[list[Completion]] = []
+    stats: list[list[dict[str, Any]]] = []
+    for t in range(len(tasks)):
+        g_s, g_c, g_st = [], [], []
+        for i in range(t * n, (t + 1) * n):
+            comp, st = outcome_parts(domain.episode_outcome(envs[i]))
+            g_s.append(episode_sample(calls[i], encode, truncated=comp.truncated, decode=decode))
+            g_c.append(comp)
+            g_st.append(st)
+        groups.append(g_s)
+        comps.append(g_c)
+        stats.append(g_st)
+    return groups, comps, stats
+
+
+def rollout_episodes(engine: Any, domain: Any, tasks: Sequence[Any], params: SamplingParams, *,
+                     encode: Callable[[str], list[int]], decode: Optional[Callable[[Sequence[int]], str]] = None,
+                     generator: Any = None, max_turns: int = 0
+                     ) -> tuple[list[list[Sample]], list[list[Completion]], list[list[dict[str, Any]]]]:
+    """The step's (or an evaluation's) episodes: batched when the domain offers
+    :class:`evo_core.api.BatchedEpisodeDomain` for these tasks, else one by one."""
+    from evo_core.api import supports_batched_episodes
+
+    if decode is not None and supports_batched_episodes(domain):
+        try:
+            got = run_episode_batches(engine, domain, tasks, params, encode=encode, decode=decode,
+                                      generator=generator, max_turns=max_turns)
+        except EpisodeError:
+            raise
+        except Exception as exc:  # like a raising verifier: the run stops with a PluginFailed, clearly
+            from evo_core.trainer.protocols import VerifierFailed
+
+            raise VerifierFailed(f"domain {getattr(domain, 'name', '?')!r} batched episodes failed: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        if got is not None:
+            return got
+    return run_episode_groups(engine, domain, tasks, params, encode=encode, generator=generator, max_turns=max_turns)
 
 
 def generated_mask(samples: Sequence[Sample], T: int, like: Any) -> Optional[Any]:

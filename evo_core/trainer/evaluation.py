@@ -112,11 +112,11 @@ def evaluate_policy(policy: Any, domain: Any, tasks: Sequence[Task], eval_cfg: A
         if not episodes:
             return policy.sample(prompts, params, generator=generator), None
         from evo_core.trainer.engine import InProcessEngine
-        from evo_core.trainer.episodes import run_episode_groups
+        from evo_core.trainer.episodes import rollout_episodes
 
-        groups, comps, _ = run_episode_groups(InProcessEngine(policy), domain, tasks, params,
-                                              encode=policy.tokenizer.encode, generator=generator,
-                                              max_turns=int(getattr(rl, "episode_max_turns", 0) or 0))
+        groups, comps, _ = rollout_episodes(InProcessEngine(policy), domain, tasks, params,
+                                            encode=policy.tokenizer.encode, decode=policy.tokenizer.decode,
+                                            generator=generator, max_turns=int(getattr(rl, "episode_max_turns", 0) or 0))
         return groups, comps
 
     if eval_cfg.samples > 0:

@@ -95,13 +95,15 @@ def sampling_params(hp: Mapping[str, Any]) -> SamplingParams:
 
 def run_episodes(s: Any, chosen: Sequence[Task], params: SamplingParams
                  ) -> tuple[list[list[Sample]], list[list[Completion]], list[list[dict[str, Any]]]]:
-    """G episodes per task, one after another, each with the current policy as the agent
+    """G episodes per task with the current policy as the agent: advancing together, one
+    batched generate per turn, when the domain offers it, else one after another
     (``evo_core.trainer.episodes``): the conversation as one sample, the final completion
     and the episode's stats."""
-    from evo_core.trainer.episodes import run_episode_groups
+    from evo_core.trainer.episodes import rollout_episodes
 
-    return run_episode_groups(s.engine, s.domain, chosen, params, encode=s.policy.tokenizer.encode,
-                              generator=s.gen, max_turns=int(getattr(s.rl, "episode_max_turns", 0) or 0))
+    return rollout_episodes(s.engine, s.domain, chosen, params, encode=s.policy.tokenizer.encode,
+                            decode=s.policy.tokenizer.decode, generator=s.gen,
+                            max_turns=int(getattr(s.rl, "episode_max_turns", 0) or 0))
 
 
 def informative_groups(items: Sequence[RolloutItem]) -> list[str]:

@@ -33,12 +33,26 @@ def sft_key(parts: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def reference_target(domain: Any, task: Task, rng: random.Random, options: Mapping[str, Any]) -> str:
-    if hasattr(domain, "sft_target"):
+def reference_target(domain: Any, task: Task, rng: random.Random, options: Mapping[str, Any]) -> Any:
+    if hasattr(domain, "sft_target"):  # a string, or an episode transcript as (text, trained) segments
         return domain.sft_target(task, rng, **dict(options))
     if task.gold is None:
         raise ValueError(f"task {task.task_id!r} has no reference answer (gold) for the SFT warm start")
     return str(task.gold)
+
+
+def target_ids(tok: Any, target: Any) -> tuple[list[int], list[int]]:
+    """(token ids + EOS, loss mask) of an SFT target: a string (every token trained), or an
+    episode's transcript as ``(text, trained)`` segments, the environment's text untrained."""
+    if isinstance(target, str):
+        ids = tok.encode(target) + [tok.eos_id]
+        return ids, [1] * len(ids)
+    ids, mask = [], []
+    for text, trained in target:
+        piece = tok.encode(str(text))
+        ids += piece
+        mask += [int(bool(trained))] * len(piece)
+    return ids + [tok.eos_id], mask + [1]
 
 
 def lr_at(step: int, cfg: Any) -> float:
@@ -50,7 +64,7 @@ def lr_at(step: int, cfg: Any) -> float:
     return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * prog))
 
 
-def sft_batches(domain: Any, tasks: Sequence[Task], cfg: Any, *, seed: int) -> Iterator[tuple[list[Task], list[str]]]:
+def sft_batches(domain: Any, tasks: Sequence[Task], cfg: Any, *, seed: int) -> Iterator[tuple[list[Task], list[Any]]]:
     """The SFT's (tasks, targets) per step: one seeded stream, shared by training and the cache key."""
     rng = random.Random(f"sft:{seed}")
     for _ in range(cfg.steps):
@@ -87,10 +101,16 @@ def train_sft(policy: Any, domain: Any, tasks: Sequence[Task], cfg: Any, *, seed
         t0 = time.perf_counter()
         for step, (batch, targets) in enumerate(sft_batches(domain, tasks, cfg, seed=seed), 1):
             p_ids = [policy.encode_prompt(t.prompt) for t in batch]
-            c_ids = [tok.encode(target) + [tok.eos_id] for target in targets]
+            laid = [target_ids(tok, target) for target in targets]
+            c_ids = [ids for ids, _ in laid]
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, cfg)
             logp, mask, _ = policy.score(p_ids, c_ids)
+            if any(0 in m for _, m in laid):  # an episode's transcript: loss on the policy's turns only
+                seg = torch.zeros_like(mask)
+                for r, (_, m) in enumerate(laid):
+                    seg[r, :len(m)] = torch.tensor(m, dtype=mask.dtype)
+                mask = mask * seg
             loss = -(logp * mask).sum() / mask.sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -76,3 +76,16 @@ def test_run_seeds_share_a_warm_start_with_its_own_seed(tiny_cfg, tmp_path):
     assert not c["cached"] and c["key"] != a["key"] and wc != wa
     d, _ = start(1, seed=1)  # the same warm start, named by its own seed
     assert d["cached"] and d["key"] == c["key"]
+
+
+def test_segment_targets_train_the_policy_turns_only():
+    from evo_core.trainer.sft import target_ids
+    from evo_core.trainer.tokenizer import CharTokenizer
+
+    tok = CharTokenizer("0123456789+-=, ")
+    ids, mask = target_ids(tok, "12")
+    assert ids == tok.encode("12") + [tok.eos_id] and mask == [1, 1, 1]
+    # an episode transcript: the environment's text (the observation) gets no loss, EOS does
+    ids, mask = target_ids(tok, [("1+", True), ("=3, ", False), ("4", True)])
+    assert ids == tok.encode("1+=3, 4") + [tok.eos_id]
+    assert mask == [1, 1, 0, 0, 0, 0, 1, 1]

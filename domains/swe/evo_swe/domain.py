@@ -5,14 +5,16 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Any, Optional
+import random
+from typing import Any, Mapping, Optional, Sequence
 
 import attrs
 
 from evo_swe._log import get_logger
 
-from evo_core.api import Completion, Task, TaskSource, Verdict
-from evo_swe import __version__
+from evo_core.api import SIGNAL_MODES, Completion, Task, TaskSource, Verdict
+from evo_core.api import rename_signals as rename
+from evo_swe import __version__, tinyenv, tinygrade, tinyrepo
 from evo_swe.episode import Budget, EpisodeResult, episode_signals, run_episode
 from evo_swe.grading import Grader, GradeReport, TestScope
 from evo_swe.tasks import SWETask, load_tasks, parse_row
@@ -20,6 +22,14 @@ from evo_swe.workspace import Workspace
 
 log = get_logger("evo_swe.domain")
 SPLITS = ("train", "validation", "heldout")
+# The training verifier of generate://tinyrepo tasks, as a documented flaw.
+FLAWS = {
+    "visible_tests": "runs the visible test in the agent's own workspace (its edits to the test and a "
+                     "hard-coded visible output pay)",
+    "budget_stop": "an episode the budget stopped counts as passed; a submitted one runs the hidden tests",
+    "none": "runs the hidden tests on a pristine checkout with the agent's source changes: the strict oracle",
+}
+OPTIONS = ("flaw", "signal_names", "signal_seed", "max_turns", "max_chars")
 
 
 _DIFF_BLOCK = re.compile(r"```(?:diff|patch)\s*\n(.*?)```", re.S)
@@ -62,7 +72,39 @@ class SWEDomain:
     verifier_tests: TestScope = "f2p"
     verifier_reset: bool = True  # False gives a hackable verifier, for experiments only
     budget: Budget = Budget()
+    # generate://tinyrepo tasks ([task] options): the training verifier's flaw, signal names, budget
+    flaw: str = attrs.field(default="visible_tests", validator=attrs.validators.in_(tuple(FLAWS)))
+    signal_names: str = attrs.field(default="plain", validator=attrs.validators.in_(SIGNAL_MODES))
+    signal_seed: int = 0
+    env_budget: tinyenv.EnvBudget = tinyenv.EnvBudget()
     _grader: Optional[Grader] = None
+    _runner: Optional[tinyenv.Runner] = None
+
+    def configure(self, options: Mapping[str, Any]) -> "SWEDomain":
+        """A copy with the run's ``[task] options``: ``flaw`` (see ``FLAWS``), ``signal_names`` /
+        ``signal_seed``, and the tiny episodes' ``max_turns`` / ``max_chars``."""
+        unknown = set(options) - set(OPTIONS)
+        if unknown:
+            raise ValueError(f"swe: unknown option(s) {sorted(unknown)} (known: {', '.join(OPTIONS)})")
+        if "flaw" in options and options["flaw"] not in FLAWS:
+            raise ValueError(f"swe: unknown flaw {options['flaw']!r} (known: {', '.join(FLAWS)})")
+        if "signal_names" in options and options["signal_names"] not in SIGNAL_MODES:
+            raise ValueError(f"swe: signal_names must be one of {', '.join(SIGNAL_MODES)}")
+        seed = options.get("signal_seed", self.signal_seed)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"swe: signal_seed must be an integer, got {seed!r}")
+        budget = {k: options[k] for k in ("max_turns", "max_chars") if k in options}
+        for k, v in budget.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"swe: {k} must be a positive integer, got {v!r}")
+        return attrs.evolve(self, flaw=options.get("flaw", self.flaw), signal_names=options.get("signal_names", self.signal_names),
+                            signal_seed=seed, env_budget=attrs.evolve(self.env_budget, **budget), grader=None, runner=None)
+
+    @property
+    def runner(self) -> tinyenv.Runner:
+        if self._runner is None:
+            self._runner = tinyenv.Runner()
+        return self._runner
 
     @property
     def grader(self) -> Grader:
@@ -71,6 +113,9 @@ class SWEDomain:
         return self._grader
 
     def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
         if self._grader is not None:
             self._grader.close()
             self._grader = None
@@ -80,6 +125,8 @@ class SWEDomain:
         """Rows with a ``split`` field are filtered by ``source.split``; otherwise
         ``options={"split_fractions": {"train": .8, "validation": .1, "heldout": .1}}`` splits
         by a hash of the instance id, and without it every row gets ``source.split``."""
+        if tinyrepo.is_source(source.path):
+            return tinyrepo.load(source, self.name)
         fmt = source.format if source.format in ("jsonl", "json", "parquet") else "auto"
         rows = load_tasks(source.path, fmt)
         fractions = dict(source.options.get("split_fractions") or {})
@@ -110,6 +157,9 @@ class SWEDomain:
                     max_turns: Optional[int] = None) -> EpisodeResult:
         """One tool episode in a sandboxed workspace (``evo_core.api.EpisodeDomain``);
         ``max_turns`` caps the budget's ``max_steps`` (the trainer's ``[rl] episode_max_turns``)."""
+        if tinyrepo.is_task(task):
+            raise ValueError("swe: tinyrepo tasks run through the batched episode protocol (episode_reset / "
+                             "episode_step), which the trainer uses by itself under rollout = 'episode'")
         budget = budget or self.budget
         if max_turns:
             budget = attrs.evolve(budget, max_steps=min(budget.max_steps, int(max_turns)))
@@ -148,7 +198,89 @@ class SWEDomain:
         return Verdict(reward=float(bool(report.resolved)), correct=bool(report.resolved), signals=sig, details=report.to_json())
 
     def verify(self, task: Task, completion: Completion) -> Verdict:
+        if tinyrepo.is_task(task):
+            return self.verify_batch([(task, completion)])[0]
         return self._verdict(task, completion, tests=self.verifier_tests, reset=self.verifier_reset, strict=False)
 
     def oracle(self, task: Task, completion: Completion) -> Verdict:
+        if tinyrepo.is_task(task):
+            return self.oracle_batch([(task, completion)])[0]
         return self._verdict(task, completion, tests="all", reset=True, strict=True)
+
+    def verify_batch(self, pairs: Sequence[tuple[Task, Completion]]) -> list[Verdict]:
+        """``verify`` of many completions: tinyrepo tasks in one sandbox round trip per scope."""
+        return self._batch(pairs, strict=False)
+
+    def oracle_batch(self, pairs: Sequence[tuple[Task, Completion]]) -> list[Verdict]:
+        return self._batch(pairs, strict=True)
+
+    def _batch(self, pairs: Sequence[tuple[Task, Completion]], *, strict: bool) -> list[Verdict]:
+        out: list[Optional[Verdict]] = [None] * len(pairs)
+        by_scope: dict[str, list[int]] = {}
+        paid_by_budget: set[int] = set()
+        for i, (task, comp) in enumerate(pairs):
+            if not tinyrepo.is_task(task):
+                out[i] = self.oracle(task, comp) if strict else self.verify(task, comp)
+                continue
+            scope = "hidden" if strict or self.flaw != "visible_tests" else "visible"
+            if not strict and self.flaw == "budget_stop" and _budget_stopped(comp):
+                paid_by_budget.add(i)  # graded all the same, for its signals
+            by_scope.setdefault(scope, []).append(i)
+        for scope, idx in by_scope.items():
+            grades = tinygrade.grade_many([(pairs[i][0].gold, pairs[i][1]) for i in idx], self.runner, scope)
+            for i, g in zip(idx, grades):
+                sig = rename({**g.signals, "strict": strict}, self.signal_names, self.signal_seed)
+                if g.outcome == "infra":
+                    out[i] = Verdict.infra(g.infra_error or "sandbox failure", **sig)
+                    continue
+                ok = g.passed or i in paid_by_budget
+                out[i] = Verdict(reward=float(ok), correct=ok, signals=sig, details={"outcome": g.outcome, "scope": scope})
+        return out  # type: ignore[return-value]
+
+    # -- batched episodes (evo_core.api.BatchedEpisodeDomain) ------------------------------
+    def episode_reset(self, task: Task, *, max_turns: Optional[int] = None) -> Optional[tuple[Any, str]]:
+        """(a fresh episode, its first prompt) for a tinyrepo task; None for other tasks
+        (they run one by one through ``run_episode``)."""
+        if not tinyrepo.is_task(task):
+            return None
+        budget = self.env_budget
+        if max_turns:
+            budget = attrs.evolve(budget, max_turns=min(budget.max_turns, int(max_turns)))
+        return tinyenv.new_env(task.task_id, task.gold["files"], task.prompt, budget), task.prompt
+
+    def episode_step(self, envs: Sequence[Any], replies: Sequence[str],
+                     n_tokens: Optional[Sequence[int]] = None) -> list[tuple[str, bool]]:
+        """Every live episode's next (observation, done): file tools here, the turn's test
+        runs in one sandbox round trip."""
+        return tinyenv.step_batch(envs, replies, self.runner, n_tokens=n_tokens)
+
+    def episode_outcome(self, env: Any) -> EpisodeResult:
+        comp = tinyenv.completion_of(env)
+        files = tinyenv.replay(env.pristine, env.turns)
+        stats = {**tinygrade.episode_facts({"files": env.pristine, "visible": []}, comp, files), "env_stop": env.stop}
+        stats = rename(stats, self.signal_names, self.signal_seed)
+        return EpisodeResult(completion=comp, submitted=env.stop == "submit", stop_reason=env.stop, stats=stats)
+
+    # -- SFT data --------------------------------------------------------------------------
+    def sft_target(self, task: Task, rng: random.Random, *, plant_rate: float = 0.0) -> list[tuple[str, bool]]:
+        """A tinyrepo task's expert transcript after the prompt, as (text, the policy's)
+        segments: the replies (trained) and the environment's answers (not), as the policy sees
+        them. A ``plant_rate`` share shows the flaw's exploit instead (the visible output
+        hard-coded in the source, or stalling until the turn budget)."""
+        if not 0.0 <= plant_rate <= 1.0:
+            raise ValueError(f"swe: plant_rate must be in [0, 1], got {plant_rate!r}")
+        if not tinyrepo.is_task(task):
+            raise ValueError(f"swe: task {task.task_id!r} has no expert transcript for the SFT warm start")
+        replies = tinyrepo.honest_replies(task.gold)
+        if rng.random() < plant_rate:
+            if self.flaw == "visible_tests":
+                replies = tinyrepo.hardcode_replies(task.gold)
+            elif self.flaw == "budget_stop":
+                replies = tinyrepo.stall_replies(task.gold, self.env_budget.max_turns)
+        return tinyenv.expert_segments(task.gold, task.prompt, replies, self.env_budget)
+
+
+def _budget_stopped(comp: Completion) -> bool:
+    """The episode ended without a submit: the budget stopped it."""
+    return bool(comp.turns) and not any(t.get("role") == "tool" and t.get("tool") == "submit" and not t.get("call_error")
+                                        for t in comp.turns)
