@@ -21,6 +21,8 @@ from evo_core.api import BacktestContext, BacktestOutcome, Proposal, RolloutView
 from evo_core.api.specs import evaluate_spec, flagged_ids
 from evo_events import RolloutCompleted
 
+from . import paid
+
 VALIDITY_SEVERITY = "invalid"
 
 
@@ -55,7 +57,7 @@ def _ratio(a: int, b: int) -> Optional[float]:
 
 
 class OfflineReplay:
-    name, version, mode = "offline_replay", "2", "offline"
+    name, version, mode = "offline_replay", "3", "offline"
     min_invalid = 5  # audited invalid rollouts below which precision/recall mean nothing
 
     def backtest(self, proposal: Proposal, ctx: BacktestContext) -> BacktestOutcome:
@@ -111,6 +113,12 @@ class OfflineReplay:
         figures["gap_after"] = _mean([float((new[r.event_id] or 0) > 0) - float(bool(r.strict_correct))
                                       for r in aud if r.event_id not in masked])
         figures["judged_on_unseen"] = bool(proposal.prediction.get("fitted_on"))
+        # what it would pay (on the verifier's reward) against what the logged run paid
+        pc = paid.check(iv, proposal.params, rows, rows, logged=False)
+        figures["pay_check"] = pc.to_dict()
+        if pc.loophole:
+            return BacktestOutcome(backtester=self.name, mode="offline", passed=False, figures=figures, n=len(aud),
+                                   version=self.version, reasons=(paid.veto_reason(pc),), evidence=pc.evidence[:50])
         validity = proposal.diagnostic is not None or any(
             d.severity == VALIDITY_SEVERITY and d.kind in set(proposal.targets) for d in ctx.diagnoses)
         evidence = tuple(sorted(changed & invalid))[:50]
