@@ -154,13 +154,13 @@ class HarnessPass:
     def watch_pay(self, window: object) -> None:
         """A change that raises rewards is switched off, at any pass, once the oracle rejects
         what it paid significantly more often than what the verifier paid (``paywatch``)."""
-        checks = paywatch.watch(self.state, self.catalog.interventions, getattr(window, "rollouts", ()))
+        checks = paywatch.watch(self.state, self.catalog.interventions, getattr(window, "rollouts", ()),
+                                self.evidence.history(), window_steps=self.config.window_steps)
         for pid, check in sorted(checks.items()):
             active = self.state.interventions.get(pid)
             if active is None or not check.loophole:
                 continue
-            log.info("pay_watch_retired", name=active.name, step=self.step, p_value=check.p_value,
-                     paid=f"{check.paid_rejected}/{check.paid}", control=f"{check.control_rejected}/{check.control}")
+            log.info("pay_watch_retired", name=active.name, step=self.step, reason=check.describe())
             self.emit(*paywatch.retire_events(self.run_id, self.step, self.state, active, check))
 
     # -- propose, backtest, gate -------------------------------------------------------------

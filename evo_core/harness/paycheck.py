@@ -29,6 +29,7 @@ class PayCheck:
     p_value: Optional[float]
     alpha: float = ALPHA
     evidence: tuple[str, ...] = ()  # the audited rollouts it paid that the oracle rejects
+    against: str = "those the control paid"  # what the control is, in words
 
     @property
     def loophole(self) -> bool:
@@ -46,16 +47,17 @@ class PayCheck:
         return {"check": CHECK, "raised": self.raised, "paid_audited": self.paid, "paid_rejected": self.paid_rejected,
                 "control_audited": self.control, "control_rejected": self.control_rejected,
                 "paid_rejection_rate": self.paid_rate, "control_rejection_rate": self.control_rate,
-                "p_value": self.p_value, "alpha": self.alpha, "test": "one-sided Fisher exact"}
+                "p_value": self.p_value, "alpha": self.alpha, "test": "one-sided Fisher exact", "against": self.against}
 
     def describe(self) -> str:
         p = "n/a" if self.p_value is None else f"{self.p_value:.3g}"
         return (f"the oracle rejects {self.paid_rejected}/{self.paid} of the audited rollouts it paid against "
-                f"{self.control_rejected}/{self.control} of those the verifier paid (one-sided Fisher p={p}, "
+                f"{self.control_rejected}/{self.control} of {self.against} (one-sided Fisher p={p}, "
                 f"level {self.alpha})")
 
 
-def pay_check(raised: Iterable[Any], control: Iterable[Any], alpha: float = ALPHA) -> PayCheck:
+def pay_check(raised: Iterable[Any], control: Iterable[Any], alpha: float = ALPHA,
+              against: str = "those the control paid") -> PayCheck:
     """Compare the oracle's rejection rate among ``raised`` (rollouts a change paid) with
     that among ``control`` (rollouts the verifier paid). Only audited rollouts count."""
     raised = list(raised)
@@ -65,7 +67,7 @@ def pay_check(raised: Iterable[Any], control: Iterable[Any], alpha: float = ALPH
     c = sum(not r.strict_correct for r in c_rows)
     p = fisher_greater(a, len(a_rows) - a, c, len(c_rows) - c) if a_rows and c_rows else None
     bad = tuple(sorted(r.event_id for r in a_rows if not r.strict_correct))
-    return PayCheck(len(raised), len(a_rows), a, len(c_rows), c, p, alpha, bad)
+    return PayCheck(len(raised), len(a_rows), a, len(c_rows), c, p, alpha, bad, against)
 
 
 def verifier_paid(rows: Iterable[Any], pay_threshold: float = 0.0) -> list[Any]:

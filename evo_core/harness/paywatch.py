@@ -56,23 +56,75 @@ def raised_by(acts: Sequence[tuple[str, Any, Mapping[str, Any]]], rows: Sequence
     return out
 
 
-def watch(state: HarnessState, catalogue: Mapping[str, Any], rows: Sequence[Any], *, pay_threshold: float = 0.0,
-          alpha: float = ALPHA) -> dict[str, PayCheck]:
-    """The pay check of every active change that lifted a logged rollout to paid, on the
-    ``rows`` logged since it was promoted (its effect was in force on them)."""
+@attrs.frozen
+class Watch:
+    """One active change's two pay checks, each at half the level (Bonferroni: the pair is
+    at ``ALPHA``): what it pays against what the verifier pays in the same steps, and
+    against what it would have paid in the window before it was promoted (the evidence it
+    was promoted on; none for a change active from the start)."""
+
+    verifier: PayCheck
+    before: Optional[PayCheck] = None
+
+    @property
+    def checks(self) -> tuple[PayCheck, ...]:
+        return (self.verifier,) + ((self.before,) if self.before is not None else ())
+
+    @property
+    def loophole(self) -> bool:
+        return any(c.loophole for c in self.checks)
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        return self.verifier.evidence
+
+    def describe(self) -> str:
+        return "; ".join(c.describe() for c in self.checks if c.loophole) or self.verifier.describe()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.verifier.to_dict()["check"], "alpha": ALPHA, "correction": "Bonferroni over 2 tests",
+                "against_verifier": self.verifier.to_dict(),
+                "against_before": self.before.to_dict() if self.before is not None else None}
+
+
+def watch(state: HarnessState, catalogue: Mapping[str, Any], rows: Sequence[Any], history: Sequence[Any] = (), *,
+          window_steps: int = 10, pay_threshold: float = 0.0, alpha: float = ALPHA) -> dict[str, Watch]:
+    """The pay checks of every active change that lifted a logged rollout to paid, on the
+    ``rows`` logged since it was promoted (its effect was in force on them); ``history``
+    supplies the ``window_steps`` steps before its promotion."""
     active = sorted(state.interventions.values(), key=lambda a: (a.since_harness_version, a.proposal_id))
     acts = [(a.proposal_id, catalogue[a.name], dict(a.params)) for a in active if a.name in catalogue]
     rows = [r for r in rows if getattr(r, "split", "train") == "train"]
     candidates = {r.event_id: r for r in lifted(rows, pay_threshold)}
     if not candidates:
         return {}
-    out: dict[str, PayCheck] = {}
+    level = alpha / 2
+    out: dict[str, Watch] = {}
     for pid, ids in raised_by(acts, rows, pay_threshold).items():
         since = state.interventions[pid].step
         raised = [candidates[i] for i in sorted(ids) if i in candidates and candidates[i].step > since]
-        if raised:
-            out[pid] = pay_check(raised, verifier_paid([r for r in rows if r.step > since], pay_threshold), alpha)
+        if not raised:
+            continue
+        vs_verifier = pay_check(raised, verifier_paid([r for r in rows if r.step > since], pay_threshold), level,
+                                "those the verifier paid in the same steps")
+        out[pid] = Watch(vs_verifier, _before(pid, acts, history, since, window_steps, raised, pay_threshold, level))
     return out
+
+
+def _before(pid: str, acts: Sequence[tuple[str, Any, Mapping[str, Any]]], history: Sequence[Any], since: int,
+            window_steps: int, raised: Sequence[Any], pay_threshold: float, level: float) -> Optional[PayCheck]:
+    """What the change would have lifted (alone, on the verifier's reward) in the window
+    before its promotion, as the control of what it pays now."""
+    prior = [r for r in history if getattr(r, "split", "train") == "train" and getattr(r, "infra_error", None) is None
+             and since - window_steps < r.step <= since and r.reward is not None and r.reward <= pay_threshold]
+    if not prior:
+        return None
+    (key, iv, params) = next(a for a in acts if a[0] == pid)
+    ids = raised_by([(key, iv, params)], prior, pay_threshold).get(key, set())
+    would = [r for r in prior if r.event_id in ids]
+    if not any(r.strict_correct is not None for r in would):
+        return None
+    return pay_check(raised, would, level, f"those it would have paid in the {window_steps} steps before its promotion")
 
 
 def predicate_key(name: str, params: Mapping[str, Any]) -> Optional[str]:
@@ -89,7 +141,7 @@ def blocked(state: HarnessState, name: str, params: Mapping[str, Any]) -> bool:
 
 
 def retire_events(run_id: str, step: int, state: HarnessState, active: ActiveIntervention,
-                  check: PayCheck) -> list[Event]:
+                  check: Watch) -> list[Event]:
     """The events that switch off ``active`` because the rollouts it paid are rejected
     significantly more often than the verifier's own."""
     reason = f"pay watch: {active.name} became a loophole: {check.describe()}"
@@ -107,5 +159,5 @@ def retire_events(run_id: str, step: int, state: HarnessState, active: ActiveInt
     return out
 
 
-__all__ = ["PayCheck", "blocked", "lifted", "pay_check", "predicate_key", "raised_by", "retire_events",
+__all__ = ["PayCheck", "Watch", "blocked", "lifted", "pay_check", "predicate_key", "raised_by", "retire_events",
            "verifier_paid", "watch"]

@@ -94,9 +94,10 @@ def test_a_restore_whose_payments_turn_wrong_is_retired(runs):
     store, run_id, _ = runs
     (rev,) = [e for e in _reverts(store, run_id) if e.proposal_id == "config:spec_restore"]
     f = rev.figures
-    assert f["check"] == "pays_rejected" and f["intervention"] == "spec_restore"
-    assert f["p_value"] < f["alpha"] == 0.05
-    assert f["paid_rejection_rate"] > f["control_rejection_rate"]
+    assert f["check"] == "pays_rejected" and f["intervention"] == "spec_restore" and f["alpha"] == 0.05
+    v = f["against_verifier"]
+    assert v["p_value"] < v["alpha"] == 0.025 and v["paid_rejection_rate"] > v["control_rejection_rate"]
+    assert f["against_before"] is None  # installed from the start: there is no before
     assert rev.step > 5, "it paid right answers at first: the watch must not fire from the start"
     assert rev.caused_by and "pay watch" in rev.reason
     # the fold remembers the pair, so the ledger blocks it
@@ -128,6 +129,42 @@ def test_the_pay_check_fails_both_ways():
     assert c.loophole and (c.paid, c.paid_rejected, c.control, c.control_rejected) == (20, 15, 40, 2)
     assert len(c.evidence) == 15
     assert pay_check([], control).p_value is None and not pay_check(bad, []).loophole
+
+
+def _comma_like(step: int, right_share: float, n: int = 60, start: int = 0):
+    """One step's rollouts under a verifier that pays only a wrong form (every paid rollout is
+    rejected) and leaves every bare answer unpaid; ``right_share`` of the bare ones are right."""
+    rows = []
+    for i in range(n):
+        bare = i % 3 != 0
+        right = bare and (i * 7919 % 100) < 100 * right_share
+        rows.append(rollout(start + i, step=step, text="57" if bare else "57,", reward=0.0 if bare else 1.0,
+                            reward_final=1.0, strict=right if bare else False))
+    return rows
+
+
+@pytest.mark.parametrize("later_right, retired", [(0.2, True), (0.9, False)])
+def test_a_promoted_restore_is_judged_against_what_it_was_promoted_on(later_right, retired):
+    """Against the verifier alone, nothing could be worse than a verifier whose payments are
+    all wrong; against the window before its promotion, a restore whose payments turn wrong
+    is retired, and one whose payments stay right is kept."""
+    from evo_core.state import ActiveIntervention
+    from evo_plugins.interventions import catalogue
+
+    before = [r for s in range(1, 11) for r in _comma_like(s, 0.9, start=1000 * s)]
+    for r in before:  # before the promotion training paid only the verifier's
+        object.__setattr__(r, "reward_final", r.reward)
+    after = [r for s in range(11, 16) for r in _comma_like(s, later_right, start=1000 * s)]
+    state = HarnessState()
+    state.interventions["p"] = ActiveIntervention("p", "reward_shaping", "spec_restore",
+                                                  {"predicate": SINGLE, "value": 1.0}, ("x",), 1, step=10)
+    (w,) = paywatch.watch(state, catalogue(), after, before + after, window_steps=10).values()
+    assert w.verifier.control_rate == 1.0 and not w.verifier.loophole
+    assert w.before is not None and w.before.control_rate < 0.2
+    assert w.loophole is retired
+    if retired:
+        (ev,) = paywatch.retire_events("r", 15, state, state.interventions["p"], w)
+        assert ev.figures["against_before"]["p_value"] < 0.025 and "before its promotion" in ev.reason
 
 
 def test_a_blocked_pair_is_folded_and_only_that_pair():
