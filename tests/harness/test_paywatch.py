@@ -200,15 +200,15 @@ def _online(pm, sess):
 def test_online_ab_refuses_a_restore_whose_treatment_pays_wrong_answers(pm):
     # the plain simulated verifier never underpays: every unpaid single answer is wrong
     out = _online(pm, SimSession(pm, seed=3, h=-2.0))
-    pc = out.figures["pay_check"]
-    assert pc["paid_rejection_rate"] == 1.0 and pc["p_value"] < 0.05
+    pc = out.figures["pay_check"]["against_control_paid"]
+    assert pc["paid_rejection_rate"] == 1.0 and pc["p_value"] < pc["alpha"] == 0.025
     assert out.passed is False and any("pays oracle-rejected" in r for r in out.reasons)
 
 
 def test_online_ab_lets_a_restore_of_right_answers_through_the_pay_check(pm):
     out = _online(pm, DriftingLearner(pm, seed=3, drift=0.0))
-    pc = out.figures["pay_check"]
-    assert pc["paid_audited"] > 20 and pc["p_value"] > 0.05
+    for pc in out.figures["pay_check"].values():
+        assert pc["paid_audited"] > 20 and pc["p_value"] > 0.025
     assert not any("pays oracle-rejected" in r for r in out.reasons)
 
 

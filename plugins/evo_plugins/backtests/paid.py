@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from evo_core.api import RolloutView, apply_to_views
-from evo_core.api.stats import PayCheck, audited, lifted, paid_reward, pay_check
+from evo_core.api.stats import ALPHA, PayCheck, audited, lifted, paid_reward, pay_check
 
 
 
@@ -37,8 +37,22 @@ def check(iv: Any, params: Mapping[str, Any], treatment: Sequence[Any], control:
     return pay_check(lifted_by(iv, params, treatment, pay_threshold, logged=logged), control_paid(control, pay_threshold))
 
 
+def ab_checks(iv: Any, params: Mapping[str, Any], treatment: Sequence[Any], control: Sequence[Any],
+              pay_threshold: float = 0.0) -> tuple[PayCheck, PayCheck]:
+    """The A/B's two checks of what the treatment paid because of the change, each at half
+    the level (Bonferroni): against the control branches' paid rollouts, and against what the
+    change would have paid on the control branches (replayed there: the same policy, not
+    trained to aim at it). The second sees a restore the policy learns to exploit even where
+    the verifier's own payments are all wrong."""
+    paid_t = lifted_by(iv, params, treatment, pay_threshold)
+    level = ALPHA / 2
+    return (pay_check(paid_t, control_paid(control, pay_threshold), level, "the control branches' paid rollouts"),
+            pay_check(paid_t, lifted_by(iv, params, control, pay_threshold, logged=False), level,
+                      "those it would have paid on the control branches"))
+
+
 def veto_reason(pc: PayCheck) -> str:
     return f"pays oracle-rejected rollouts more often than the control: {pc.describe()}"
 
 
-__all__ = ["check", "control_paid", "lifted_by", "veto_reason"]
+__all__ = ["ab_checks", "check", "control_paid", "lifted_by", "veto_reason"]
