@@ -23,10 +23,12 @@ from evo_core.loop import RunLoop
 from evo_core.simulation import SimDomain, SimSession, sim_config
 from evo_core.state import HarnessState, apply
 from evo_core.store import open_store, run_stream
-from evo_core.testing import rollout
+from evo_core.hookspecs import hookimpl
+from evo_core.testing import isolated_plugins, rollout
 from evo_core.trainer.oracle import OracleClient
 from evo_core.trainer.port import SessionPort
-from evo_events import InterventionReverted
+from evo_events import InterventionProposed, InterventionReverted
+from tests.audit import _plugins
 from tests.audit._sim import replay_plugins
 from tests.audit.test_replay_reproduces import check_reproduced
 
@@ -65,12 +67,35 @@ def _factory(drift: float):
     return build
 
 
-def _run(store, tmp_path, drift: float, steps: int = 40) -> tuple[str, Any]:
-    harness = {"audit": {"rate": 0.25}, "proposers": {"contrast": {"enabled": False}},
+OTHER = {"all": [{"feature": "numbers", "op": "==", "value": 3}]}
+
+
+class Again:
+    """A proposer that, from step 15, proposes the restore again (another ``value`` each time,
+    so another fingerprint) and one on a predicate never retired."""
+
+    name, version, default_params = "again", "1", {}
+
+    def propose(self, ctx, params):
+        if ctx.step < 15:
+            return []
+        return [Proposal(kind="reward_shaping", name="spec_restore", params={"predicate": pred, "value": 1.0 + ctx.step / 1000},
+                         targets=tuple(d.kind for d in ctx.diagnoses)[:1], proposer=self.name)
+                for pred in (SINGLE, OTHER)]
+
+
+class _AgainPlugin:
+    @hookimpl
+    def evo_register_proposers(self):
+        return [Again()]
+
+
+def _run(store, tmp_path, drift: float, steps: int = 40, again: bool = False) -> tuple[str, Any]:
+    harness = {"audit": {"rate": 0.25}, "proposers": {"contrast": {"enabled": False}, **({"again": {}} if again else {})},
                "interventions": {"spec_restore": {"predicate": SINGLE, "value": 1.0}}}
     d = sim_config(steps=steps, seed=0, checkpoint_dir=str(tmp_path), harness=harness)
-    loop = RunLoop(config_from_dict(d).for_arm("evolving"), store, plugins=replay_plugins(),
-                   session_factory=_factory(drift))
+    plugins = isolated_plugins("+standard", _plugins, _AgainPlugin()) if again else replay_plugins()
+    loop = RunLoop(config_from_dict(d).for_arm("evolving"), store, plugins=plugins, session_factory=_factory(drift))
     loop.start()
     loop.run()
     return loop.run_id, loop
@@ -107,6 +132,16 @@ def test_a_restore_whose_payments_turn_wrong_is_retired(runs):
     assert "config:spec_restore" not in state.interventions
     assert paywatch.blocked(state, "spec_restore", {"predicate": SINGLE, "value": 0.5})
     assert not paywatch.blocked(state, "oracle_regrade", {"predicate": SINGLE})
+
+
+def test_the_ledger_does_not_propose_the_retired_repair_again(tmp_path):
+    store = open_store("memory://")
+    run_id, _ = _run(store, tmp_path, drift=0.025, steps=30, again=True)
+    evs = list(store.events(run_stream(run_id)))
+    (rev,) = [e for e in evs if isinstance(e, InterventionReverted) and e.proposal_id == "config:spec_restore"]
+    proposed = [e for e in evs if isinstance(e, InterventionProposed) and e.proposer == "again"]
+    assert rev.step < 15 and proposed, "the proposer was asked after the retirement"
+    assert all(e.params["predicate"] == OTHER for e in proposed)
 
 
 def test_a_restore_that_pays_right_answers_is_kept(runs):
