@@ -135,6 +135,7 @@ class HarnessState:
     last_promotion_step: Optional[int] = None
     passes: int = 0  # harness passes completed
     pending_diagnoses: dict[str, DiagnosisRecord] = attrs.Factory(dict)  # this pass's, until it completes
+    blocked_repairs: list[str] = attrs.Factory(list)  # (intervention, predicate) keys a pay watch retired
 
     def active_interventions(self, name: Optional[str] = None) -> list[ActiveIntervention]:
         return [i for i in self.interventions.values() if name is None or i.name == name]
@@ -160,7 +161,7 @@ class HarnessState:
             ledger=list(self.ledger), proposals=dict(self.proposals), diagnosis_counts=dict(self.diagnosis_counts),
             rejected=dict(self.rejected), rejected_families=dict(self.rejected_families),
             active_diagnoses=list(self.active_diagnoses), gated_evals=list(self.gated_evals),
-            pending_diagnoses=dict(self.pending_diagnoses))
+            pending_diagnoses=dict(self.pending_diagnoses), blocked_repairs=list(self.blocked_repairs))
 
 
 _conv = cattrs.Converter()
@@ -256,6 +257,9 @@ def apply(state: HarnessState, ev: Event, position: Optional[int] = None) -> Har
     elif isinstance(ev, InterventionReverted):
         state.interventions.pop(ev.proposal_id, None)
         state.harness_version = ev.harness_version_after
+        blocks = ev.figures.get("blocks") if isinstance(ev.figures, dict) else None
+        if isinstance(blocks, str) and blocks not in state.blocked_repairs:
+            state.blocked_repairs.append(blocks)
     elif isinstance(ev, SkillRegistered):
         state.skills[ev.skill_id] = Skill(ev.skill_id, ev.name, dict(ev.bundle), source_run=ev.source_run)
     elif isinstance(ev, SkillRetired):

@@ -390,13 +390,16 @@ class Rejected(Event):
 @event_type("evo.InterventionReverted", version=1)
 @attrs.frozen(kw_only=True)
 class InterventionReverted(Event):
-    """An active intervention was switched off; the harness version moves on."""
+    """An active intervention was switched off; the harness version moves on. ``figures``
+    are the decision's numbers (a pay-watch retirement's test, and under ``"blocks"`` the
+    (intervention, predicate) pair the ledger no longer proposes)."""
 
     proposal_id: str
     step: int
     harness_version_before: int
     harness_version_after: int
     reason: str = ""
+    figures: dict[str, Any] = attrs.Factory(dict)
 
 
 @event_type("evo.SkillRegistered", version=1)

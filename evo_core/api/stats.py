@@ -12,7 +12,8 @@ from evo_core.harness.stats import (
     slope,
     t_interval,
 )
+from evo_core.harness.paycheck import PayCheck, lifted, pay_check
 from evo_core.harness.validity import ALPHA, Validity, audited, diagnosis_validity, paid_reward, side_of
 
-__all__ = ["ALPHA", "PairedBootstrap", "TInterval", "Validity", "audited", "binomial_greater", "diagnosis_validity",
-           "fisher_greater", "mean", "paid_reward", "paired_bootstrap", "side_of", "slope", "t_interval"]
+__all__ = ["ALPHA", "PairedBootstrap", "PayCheck", "TInterval", "Validity", "audited", "binomial_greater", "diagnosis_validity",
+           "fisher_greater", "lifted", "mean", "paid_reward", "paired_bootstrap", "pay_check", "side_of", "slope", "t_interval"]

@@ -21,7 +21,7 @@ import structlog
 
 from evo_core import faults
 from evo_core.api import BacktestContext, BacktestOutcome, Candidate, GateContext, Proposal, ProposalContext, is_validation
-from evo_core.harness import backtesting, mainline, proposals, retirement
+from evo_core.harness import backtesting, mainline, paywatch, proposals, retirement
 from evo_core.harness.decisions import ENGINE, decision_events
 from evo_core.harness.diagnosis import SEVERITY_RANK, with_watched
 from evo_core.harness.config import HarnessConfig
@@ -144,11 +144,24 @@ class HarnessPass:
     # -- retire ------------------------------------------------------------------------------
     def retire(self, findings: Sequence[FailureDiagnosed]) -> None:
         window = self.evidence.window(self.step)
+        self.watch_pay(window)
         for pid, active in sorted(self.state.interventions.items(), key=lambda kv: kv[1].since_harness_version):
             if not retirement.due(active, self.step, self.config.window_steps):
                 continue
             now = self.diagnoses.target_value(active.targets, window, self.state, findings)
             self.emit(*retirement.retirement(self.run_id, self.step, self.state, pid, active, now, findings))
+
+    def watch_pay(self, window: object) -> None:
+        """A change that raises rewards is switched off, at any pass, once the oracle rejects
+        what it paid significantly more often than what the verifier paid (``paywatch``)."""
+        checks = paywatch.watch(self.state, self.catalog.interventions, getattr(window, "rollouts", ()),
+                                self.evidence.history(), window_steps=self.config.window_steps)
+        for pid, check in sorted(checks.items()):
+            active = self.state.interventions.get(pid)
+            if active is None or not check.loophole:
+                continue
+            log.info("pay_watch_retired", name=active.name, step=self.step, reason=check.describe())
+            self.emit(*paywatch.retire_events(self.run_id, self.step, self.state, active, check))
 
     # -- propose, backtest, gate -------------------------------------------------------------
     def propose(self, findings: Sequence[FailureDiagnosed]) -> None:
@@ -170,6 +183,8 @@ class HarnessPass:
                                             window=window, findings=actionable):
             if tried >= self.config.max_proposals_per_round:
                 break
+            if paywatch.blocked(self.state, prop.name, prop.params):
+                continue  # this repair with this predicate was retired as a loophole
             if prop.kind != "diagnostic" and set(prop.targets) & promoted_targets:
                 continue  # single factor: one training change per diagnosis per round
             tried += 1

@@ -5,7 +5,10 @@
   strictly wrong: recall, precision) without touching genuine ones (strictly right). A
   change that *restores* reward (the underpaid side: ``prediction["side"] == "unpaid"``, or
   one that only raises rewards) is judged the mirror way: whether it raises the underpaid
-  ones (unpaid, strictly right: recall, precision) without raising strictly wrong ones. A
+  ones (unpaid, strictly right: recall, precision) without raising strictly wrong ones.
+  Any change that lifts rollouts from unpaid to paid is also refused when the oracle rejects
+  the audited ones it would pay significantly more often than those the run paid
+  (``paid.check``, a one-sided Fisher test; figures under ``pay_check``). A
   proposal learned from evidence is judged only on audited rollouts it was not fitted on
   (its ``prediction["fitted_on"]``).
 - New or revised diagnostics: precision and recall of the rollouts they flag against the
@@ -17,9 +20,12 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import attrs
 from evo_core.api import BacktestContext, BacktestOutcome, Proposal, RolloutView, Window, apply_to_views, replayable
 from evo_core.api.specs import evaluate_spec, flagged_ids
 from evo_events import RolloutCompleted
+
+from . import paid
 
 VALIDITY_SEVERITY = "invalid"
 
@@ -55,7 +61,7 @@ def _ratio(a: int, b: int) -> Optional[float]:
 
 
 class OfflineReplay:
-    name, version, mode = "offline_replay", "2", "offline"
+    name, version, mode = "offline_replay", "3", "offline"
     min_invalid = 5  # audited invalid rollouts below which precision/recall mean nothing
 
     def backtest(self, proposal: Proposal, ctx: BacktestContext) -> BacktestOutcome:
@@ -76,7 +82,6 @@ class OfflineReplay:
         return self._reward_rule(proposal, iv, ctx, rows if unseen else recent)
 
     def _reward_rule(self, proposal: Proposal, iv: Any, ctx: BacktestContext, rows: list[RolloutCompleted]) -> BacktestOutcome:
-        cfg = ctx.config.backtest
         views = [RolloutView.of_event(r) for r in rows]
         new, masked, regrade = apply_to_views([(iv, dict(proposal.params))], views)
         for r in rows:  # a re-grade gives the oracle's verdict, known exactly on audited rollouts
@@ -111,13 +116,32 @@ class OfflineReplay:
         figures["gap_after"] = _mean([float((new[r.event_id] or 0) > 0) - float(bool(r.strict_correct))
                                       for r in aud if r.event_id not in masked])
         figures["judged_on_unseen"] = bool(proposal.prediction.get("fitted_on"))
+        # what it would pay (on the verifier's reward) against what the logged run paid
+        pc = paid.check(iv, proposal.params, rows, rows, logged=False)
+        figures["pay_check"] = pc.to_dict()
+        return self._pay_veto(self._decide(proposal, ctx, figures, changed, invalid, genuine, masked, aud), pc)
+
+    @staticmethod
+    def _pay_veto(out: BacktestOutcome, pc: Any) -> BacktestOutcome:
+        """A change that would pay oracle-rejected rollouts more often than the run paid them
+        is refused, whatever else the replay shows (the repair would be the loophole)."""
+        if not pc.loophole:
+            return out
+        kept = () if out.passed else tuple(out.reasons)
+        return attrs.evolve(out, passed=False, reasons=(paid.veto_reason(pc),) + kept,
+                            evidence=tuple(pc.evidence)[:50] or out.evidence)
+
+    def _decide(self, proposal: Proposal, ctx: BacktestContext, figures: dict[str, Any], changed: set[str],
+                invalid: set[str], genuine: set[str], masked: set[str], aud: list[RolloutCompleted]) -> BacktestOutcome:
+        cfg = ctx.config.backtest
+        side = figures["side"]
         validity = proposal.diagnostic is not None or any(
             d.severity == VALIDITY_SEVERITY and d.kind in set(proposal.targets) for d in ctx.diagnoses)
         evidence = tuple(sorted(changed & invalid))[:50]
         if not validity:
             # a health fix (dead groups, truncation…): report what it would change; the A/B decides
             return BacktestOutcome(backtester=self.name, mode="offline", passed=None if changed else False, figures=figures,
-                                   n=len(rows), version=self.version, evidence=tuple(sorted(changed))[:50],
+                                   n=figures["replayed"], version=self.version, evidence=tuple(sorted(changed))[:50],
                                    reasons=("replayed: see figures; an online A/B decides" if changed else
                                             "replay: the change would not have touched any logged rollout",))
         if len(invalid) < self.min_invalid:

@@ -25,7 +25,9 @@ import hashlib
 from typing import Any
 
 from evo_core.api import BacktestContext, BacktestOutcome, Proposal
-from evo_core.api.stats import paired_bootstrap, t_interval
+from evo_core.api.stats import PayCheck, paired_bootstrap, t_interval
+
+from . import paid
 
 
 def pair_seed(seed: int, fingerprint: str, replicate: int) -> int:
@@ -33,7 +35,7 @@ def pair_seed(seed: int, fingerprint: str, replicate: int) -> int:
 
 
 class OnlineAB:
-    name, version, mode = "online_ab", "2", "online"
+    name, version, mode = "online_ab", "3", "online"
 
     def backtest(self, proposal: Proposal, ctx: BacktestContext) -> BacktestOutcome:
         cfg = ctx.config.backtest
@@ -87,6 +89,9 @@ class OnlineAB:
         checkable = fp.get("checkable", False)
         figures["fingerprint_ok"] = fp.get("fell") if checkable else None
         self._validity(ctx, pairs, figures)
+        pcs = self._pay_checks(proposal, ctx, pairs)
+        if pcs:
+            figures["pay_check"] = {"against_control_paid": pcs[0].to_dict(), "against_control_would": pcs[1].to_dict()}
         floor = cfg.min_effect if checkable else max(cfg.min_effect, 0.0)
         reasons = []
         if not acc_ci[0] > floor:
@@ -97,6 +102,7 @@ class OnlineAB:
         if cfg.fingerprint_check and checkable and not fp["fell"]:
             reasons.append(f"fingerprint: {fp['kind']} {fp['control']:.3f} -> {fp['treatment']:.3f}, "
                            f"CI of the change [{fp['ci'][0]:+.3f}, {fp['ci'][1]:+.3f}] does not lie below 0")
+        reasons += [paid.veto_reason(pc) for pc in pcs if pc.loophole]
         passed = not reasons
         if passed:
             reasons.append(f"strict {boot.control_mean:.3f} -> {boot.treatment_mean:.3f}, CI [{acc_ci[0]:+.3f}, "
@@ -128,6 +134,17 @@ class OnlineAB:
         fell = ci[1] < 0 if ti is not None else changes[0] < 0
         return {"checkable": True, "kind": kind, "control": control, "treatment": treatment, "changes": changes,
                 "ci": list(ci), "fell": bool(fell)}
+
+    @staticmethod
+    def _pay_checks(proposal: Proposal, ctx: BacktestContext, pairs: list) -> "tuple[PayCheck, ...]":
+        """The rollouts the treatment paid because of the proposal, judged by the oracle
+        (``paid.ab_checks``; none when the proposal raises no reward)."""
+        iv = ctx.interventions.get(proposal.name)
+        if iv is None or not callable(getattr(iv, "new_reward", None)):
+            return ()
+        rc = [r for _, _, c, _ in pairs for r in c]
+        rt = [r for _, _, _, t in pairs for r in t]
+        return paid.ab_checks(iv, proposal.params, rt, rc)
 
     @staticmethod
     def _validity(ctx: BacktestContext, pairs: list, figures: dict[str, Any]) -> None:
