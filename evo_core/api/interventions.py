@@ -192,11 +192,13 @@ def apply_to_views(acts: Active, views: Sequence[RolloutView]) -> tuple[dict[str
                 cur = rewards[v.rollout_id]
                 if cur is None:
                     continue
-                nr = iv.new_reward(attrs.evolve(v, reward=cur), p)
+                # a view is rebuilt only when an earlier intervention changed its reward
+                nr = iv.new_reward(v if cur == v.reward else attrs.evolve(v, reward=cur), p)
                 if nr is not None:
                     rewards[v.rollout_id] = float(nr)
         if callable(getattr(iv, "mask", None)):
-            masked |= set(iv.mask([attrs.evolve(v, reward=rewards[v.rollout_id]) for v in views], p) or ())
+            masked |= set(iv.mask([v if rewards[v.rollout_id] == v.reward else attrs.evolve(v, reward=rewards[v.rollout_id])
+                                   for v in views], p) or ())
     return rewards, masked, regrade
 
 

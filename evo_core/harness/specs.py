@@ -206,17 +206,27 @@ _ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.
 
 def compile_predicate(p: Mapping[str, Any]) -> Callable[[Any], bool]:
     """``matches(p, ·)`` as one closure: the tree is walked once, not once per rollout
-    (backtests evaluate a predicate over tens of thousands of branch rollouts)."""
+    (backtests evaluate a predicate over tens of thousands of branch rollouts). Leaves read
+    their field, feature or signal inline, and two-way conjunctions skip the generator."""
     if "all" in p:
         subs = tuple(compile_predicate(s) for s in p["all"])
+        if len(subs) == 1:
+            return subs[0]
+        if len(subs) == 2:
+            f0, f1 = subs
+            return lambda r: bool(f0(r)) and bool(f1(r))
         return lambda r: all(f(r) for f in subs)
     if "any" in p:
         subs = tuple(compile_predicate(s) for s in p["any"])
+        if len(subs) == 1:
+            return subs[0]
+        if len(subs) == 2:
+            f0, f1 = subs
+            return lambda r: bool(f0(r)) or bool(f1(r))
         return lambda r: any(f(r) for f in subs)
     if "not" in p:
         sub = compile_predicate(p["not"])
         return lambda r: not sub(r)
-    get = _getter(p)
     op, b = p["op"], p.get("value")
     cmp = _ORDER.get(op)
     if cmp is not None:
@@ -224,8 +234,20 @@ def compile_predicate(p: Mapping[str, Any]) -> Callable[[Any], bool]:
             return lambda r: False
         bf = float(b)
         # _MISSING and non-numbers never order; bools count as 0/1 (as in _compare)
+        if "feature" in p:
+            name = p["feature"]
+
+            def ordered_feature(r: Any) -> bool:
+                a = (getattr(r, "features", None) or _EMPTY).get(name, _MISSING)
+                return isinstance(a, (int, float)) and cmp(float(a), bf)
+            return ordered_feature
+        get = _getter(p)
         return lambda r: isinstance(a := get(r), (int, float)) and cmp(float(a), bf)
+    get = _getter(p)
     return lambda r: _compare(get(r), op, b)
+
+
+_EMPTY: Mapping[str, Any] = {}
 
 
 def _getter(ref: Mapping[str, Any]) -> Callable[[Any], Any]:
@@ -234,9 +256,9 @@ def _getter(ref: Mapping[str, Any]) -> Callable[[Any], Any]:
         return lambda r: getattr(r, name, _MISSING)
     if "feature" in ref:
         name = ref["feature"]
-        return lambda r: (getattr(r, "features", None) or {}).get(name, _MISSING)
+        return lambda r: (getattr(r, "features", None) or _EMPTY).get(name, _MISSING)
     name = ref["signal"]
-    return lambda r: (r.signals or {}).get(name, _MISSING)
+    return lambda r: (r.signals or _EMPTY).get(name, _MISSING)
 
 
 def _value(ref: Mapping[str, Any], r: RolloutCompleted, flag: Optional[bool]) -> Optional[float]:

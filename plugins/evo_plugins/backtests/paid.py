@@ -21,9 +21,11 @@ def lifted_by(iv: Any, params: Mapping[str, Any], rows: Sequence[Any], pay_thres
     if iv is None or not callable(getattr(iv, "new_reward", None)):
         return []
     rows = [r for r in rows if getattr(r, "split", "train") == "train" and getattr(r, "infra_error", None) is None]
-    new, masked, _ = apply_to_views([(iv, dict(params))], [RolloutView.of_event(r) for r in rows])
-    up = {i for i, v in new.items() if v is not None and v > pay_threshold and i not in masked}
     pool = lifted(rows, pay_threshold) if logged else [r for r in rows if r.reward is not None and r.reward <= pay_threshold]
+    # a per-rollout effect is replayed on the candidates only; a mask may read the whole set
+    scope = rows if callable(getattr(iv, "mask", None)) else pool
+    new, masked, _ = apply_to_views([(iv, dict(params))], [RolloutView.of_event(r) for r in scope])
+    up = {i for i, v in new.items() if v is not None and v > pay_threshold and i not in masked}
     return [r for r in pool if r.event_id in up]
 
 

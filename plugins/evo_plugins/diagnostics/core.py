@@ -94,15 +94,17 @@ class EntropyCollapse(BaseDiagnostic):
                   "min_n": Param(16, min=1, doc="rollouts needed before it can fire")}
 
     def measurements(self, window, p):
-        rows = [r for r in train_rollouts(window) if _entropy(r) is not None]
+        pairs = [(r, e) for r in train_rollouts(window) for e in [_entropy(r)] if e is not None]
+        rows = [r for r, _ in pairs]
+        ent = {r.event_id: e for r, e in pairs}
         if len(rows) < p["min_n"]:
             return [Measurement(None, len(rows), False)]
         early, late = halves(rows)
-        mean_late = sum(_entropy(r) for r in late) / len(late)
-        mean_early = (sum(_entropy(r) for r in early) / len(early)) if early else None
+        mean_late = sum(ent[r.event_id] for r in late) / len(late)
+        mean_early = (sum(ent[r.event_id] for r in early) / len(early)) if early else None
         drop = (1 - mean_late / mean_early) if mean_early else None
         fired = mean_late < p["min_entropy"] or (drop is not None and drop > p["max_drop"])
-        ev = tuple(r.event_id for r in sorted(late, key=lambda r: _entropy(r)))
+        ev = tuple(r.event_id for r in sorted(late, key=lambda r: ent[r.event_id])) if fired else ()
         return [Measurement(mean_late, len(rows), fired, "warning", ev,
                             {"threshold": p["min_entropy"], "early": mean_early, "drop": drop, "max_drop": p["max_drop"]},
                             message=f"mean token entropy {mean_late:.3f}" + (f" (down {drop:.0%})" if drop else ""))]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from evo_core.api.specs import matches, validate_predicate
+from evo_core.api.specs import compile_predicate, validate_predicate
 
 from .base import BaseIntervention
 
@@ -24,7 +24,12 @@ class _PredicateRepair(BaseIntervention):
         return p
 
     def flags(self, view, params) -> bool:
-        return matches(params["predicate"], view)
+        # compiled once per predicate object: replays call this for every rollout of a branch
+        pred = params["predicate"]
+        cached = self.__dict__.get("_compiled")
+        if cached is None or cached[0] is not pred:
+            cached = self.__dict__["_compiled"] = (pred, compile_predicate(pred))
+        return cached[1](view)
 
 
 class SpecPenalty(_PredicateRepair):
