@@ -7,6 +7,7 @@ nothing in the harness may select on them."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from typing import Iterable, Mapping, Optional, Sequence
 
@@ -25,11 +26,15 @@ class EvidenceWindow:
         self.evals: list[EvalCompleted] = []  # all validation evals: trends over evals need history
         self._diagnoses: deque[FailureDiagnosed] = deque(maxlen=500)
         self._history_flat: Optional[tuple[RolloutCompleted, ...]] = None  # history(), until the next add_step
-        self._train_rewards: Optional[list[tuple[int, float]]] = None  # (step, reward) of history's train rollouts
+        # history's train rollouts with a reward, kept in step with it: their steps and rewards
+        self._reward_steps: list[int] = []
+        self._rewards: list[float] = []
+        self._ascending = True
+        self._last_step = -(2 ** 62)
 
     def add_step(self, step: int, rollouts: Sequence[RolloutCompleted], step_event: Optional[StepCompleted],
                  evals: Sequence[EvalCompleted] = ()) -> None:
-        self._history_flat = self._train_rewards = None
+        self._history_flat = None
         for buf, keep in ((self._rollouts, self.window_steps), (self._history, self.history_steps)):
             if buf and buf[-1][0] == step:
                 buf[-1][1].extend(rollouts)
@@ -37,6 +42,22 @@ class EvidenceWindow:
                 buf.append((step, list(rollouts)))
             while buf and buf[0][0] <= step - keep:
                 buf.popleft()
+        steps, rewards = self._reward_steps, self._rewards
+        if self._ascending and step < self._last_step:
+            self._ascending = False  # from now on mean_reward scans the history
+            steps.clear(), rewards.clear()
+        self._last_step = max(self._last_step, step)
+        for r in rollouts:
+            if self._ascending and r.reward is not None and r.split == "train":
+                if steps and r.step < steps[-1]:
+                    self._ascending = False  # from now on mean_reward scans the history
+                    steps.clear(), rewards.clear()
+                    break
+                steps.append(r.step)
+                rewards.append(r.reward)
+        if self._ascending:  # the history's oldest step is now above step - history_steps
+            cut = bisect_right(steps, step - self.history_steps)
+            del steps[:cut], rewards[:cut]
         if step_event is not None:
             self._steps.append(step_event)
         self.evals.extend(e for e in evals if is_validation(e))
@@ -79,10 +100,12 @@ class EvidenceWindow:
         return next((e for e in reversed(self.evals) if e.event_id == event_id), None) if event_id else None
 
     def mean_reward(self, after_step: int) -> Optional[float]:
-        if self._train_rewards is None:
-            self._train_rewards = [(r.step, r.reward) for r in self.history() if r.reward is not None and r.split == "train"]
-        vals = [x for s, x in self._train_rewards if s > after_step]
-        return sum(vals) / len(vals) if vals else None
+        """Mean training reward of the history's rollouts after ``after_step``."""
+        if self._ascending:  # the rows after a step are a suffix (same order, same sum)
+            tail = self._rewards[bisect_right(self._reward_steps, after_step):]
+        else:
+            tail = [r.reward for r in self.history() if r.reward is not None and r.split == "train" and r.step > after_step]
+        return sum(tail) / len(tail) if tail else None
 
     def window(self, step: int) -> Window:
         return Window(run_id=self.run_id, step=step, rollouts=tuple(self.rollouts()), steps=tuple(self._steps),

@@ -32,6 +32,7 @@ import attrs
 
 from evo_core.api.features import GROUP_RELATIVE
 from evo_core.api.specs import compile_predicate
+from evo_events import RolloutCompleted
 
 MAX_CATEGORIES = 5
 MAX_THRESHOLDS = 12
@@ -148,11 +149,41 @@ def split_sample(audited: Iterable[Any], pay_threshold: float, side: str = "paid
 
 def _stable_halves(rows: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     """Alternate assignment in a hash order: deterministic, and both halves get half of each group."""
-    ordered = sorted(rows, key=lambda r: hashlib.sha1(r.event_id.encode()).hexdigest())
+    ordered = sorted(rows, key=_hash_order)
     return ordered[0::2], ordered[1::2]
 
 
+_HASH_ORDER: dict[str, str] = {}
+
+
+def _hash_order(r: Any) -> str:
+    key = _HASH_ORDER.get(r.event_id)
+    if key is None:
+        if len(_HASH_ORDER) > 100_000:
+            _HASH_ORDER.clear()
+        key = _HASH_ORDER[r.event_id] = hashlib.sha1(r.event_id.encode()).hexdigest()
+    return key
+
+
+_VALUES_MEMO: dict[int, tuple[Any, dict[tuple[str, str], Any]]] = {}
+
+
 def _values(r: Any) -> dict[tuple[str, str], Any]:
+    """The row's columns for induction; memoised per logged rollout (each pass re-reads the
+    history it read last pass). Callers only read the dict."""
+    if r.__class__ is not RolloutCompleted:  # views and stand-ins are built afresh: not worth keeping
+        return _columns(r)
+    hit = _VALUES_MEMO.get(id(r))
+    if hit is not None and hit[0] is r:
+        return hit[1]
+    out = _columns(r)
+    if len(_VALUES_MEMO) > 40_000:  # a few histories' worth; the oldest are dropped with the rest
+        _VALUES_MEMO.clear()
+    _VALUES_MEMO[id(r)] = (r, out)  # holding r keeps its id from being reused
+    return out
+
+
+def _columns(r: Any) -> dict[tuple[str, str], Any]:
     out: dict[tuple[str, str], Any] = {}
     for k, v in (getattr(r, "features", None) or {}).items():
         out[("feature", k)] = v

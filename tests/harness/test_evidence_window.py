@@ -1,0 +1,30 @@
+"""The evidence window's running reward index agrees with a scan of its history."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evo_core.harness.window import EvidenceWindow
+from evo_core.testing import rollout
+
+rewards = st.one_of(st.none(), st.sampled_from([0.0, 0.5, 1.0, 0.1, 0.3]))
+steps_batches = st.lists(st.tuples(st.integers(0, 40), st.lists(st.tuples(rewards, st.sampled_from(["train", "validation"])),
+                                                                 max_size=5)), max_size=25)
+
+
+def scanned(w: EvidenceWindow, after: int):
+    vals = [r.reward for r in w.history() if r.reward is not None and r.split == "train" and r.step > after]
+    return sum(vals) / len(vals) if vals else None
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps_batches, st.booleans(), st.integers(1, 6))
+def test_mean_reward_equals_history_scan(batches, ascending, keep):
+    if ascending:
+        batches = sorted(batches, key=lambda b: b[0])
+    w = EvidenceWindow("r", window_steps=2, history_steps=keep)
+    n = 0
+    for step, rows in batches:
+        w.add_step(step, [rollout(n + i, step=step, reward=rw, split=sp) for i, (rw, sp) in enumerate(rows)], None)
+        n += len(rows)
+        for after in range(step - keep - 2, step + 2):
+            assert w.mean_reward(after) == scanned(w, after)
