@@ -4,7 +4,7 @@
 proposal round (propose, backtest, gate each proposal), then the policy gate. Each step is a
 method; the pass owns its state (a working copy of the fold, its event buffer and counts).
 The collaborators it calls (``proposals``, ``backtesting``, ``retirement``, ``mainline``,
-``gating``, ``decisions``) take values and return values or events; only the pass emits.
+``gating``) take values and return values or events; only the pass emits.
 Every emitted event is folded at once, so later decisions of the same pass see earlier ones
 exactly as a replay of the log would.
 
@@ -22,13 +22,12 @@ import structlog
 from evo_core import faults
 from evo_core.api import BacktestContext, BacktestOutcome, Candidate, GateContext, Proposal, ProposalContext, is_validation
 from evo_core.harness import backtesting, mainline, paywatch, proposals, retirement
-from evo_core.harness.decisions import ENGINE, decision_events
 from evo_core.harness.diagnosis import SEVERITY_RANK, with_watched
 from evo_core.harness.config import HarnessConfig
 from evo_core.harness.diagnosis import Diagnoses
-from evo_core.harness.emit import PassBuffer, jsonable
+from evo_core.harness.emit import ENGINE, PassBuffer, jsonable
 from evo_core.harness.inputs import Catalog, PassInput
-from evo_core.harness.gating import Verdict, run_gates, verdict
+from evo_core.harness.gating import Verdict, decision_events, run_gates, verdict
 from evo_core.harness.isolation import Isolation
 from evo_core.harness.skills import load_skill_sources
 from evo_core.plugins import PluginFailure

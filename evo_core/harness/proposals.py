@@ -14,9 +14,8 @@ import structlog
 
 from evo_core.api import Proposal, ProposalContext, ProposalRejection, Window
 from evo_core.harness.config import HarnessConfig
-from evo_core.harness.decisions import ENGINE
 from evo_core.harness.diagnosis import Diagnoses, with_watched
-from evo_core.harness.emit import jsonable
+from evo_core.harness.emit import ENGINE, jsonable
 from evo_core.harness.isolation import Isolation
 from evo_core.state import HarnessState, family
 from evo_events import FailureDiagnosed, InterventionProposed, Rejected
