@@ -27,6 +27,7 @@ are listed there.
 
     python -m benchmarks.trace_promotion [--config configs/quickstart.toml] [--steps 12] [--json]
     python -m benchmarks.trace_promotion --sim      # the torch-free simulated learner (seconds)
+    python -m benchmarks.trace_promotion --sim --set harness.backtest.online=false   # offline backtests only
 
 ``docs/architecture.md`` lists the files it prints.
 """
@@ -199,8 +200,8 @@ def trace_real(config: str, steps: int, sets: list[str]) -> dict[str, Any]:
         return _traced(lambda: _run(RunLoop(cfg, store, plugins=get_plugin_manager())))
 
 
-def trace_sim(steps: int = 60) -> dict[str, Any]:
-    from evo_core.config import config_from_dict
+def trace_sim(steps: int = 60, sets: Optional[list[str]] = None) -> dict[str, Any]:
+    from evo_core.config import apply_overrides, config_from_dict
     from evo_core.loop import RunLoop
     from evo_core.simulation import sim_config, sim_factory
     from evo_core.store import open_store
@@ -208,7 +209,8 @@ def trace_sim(steps: int = 60) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{tmp}/trace.sqlite")
-        cfg = config_from_dict(sim_config(steps=steps)).for_arm("evolving")
+        data = apply_overrides(sim_config(steps=steps, checkpoint_dir=f"{tmp}/ckpt"), list(sets or ()))
+        cfg = config_from_dict(data).for_arm("evolving")
         return _traced(lambda: _run(RunLoop(cfg, store, plugins=isolated_plugins(), session_factory=sim_factory())))
 
 
@@ -236,7 +238,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--sim", action="store_true", help="the torch-free simulated learner instead of a real run")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    rep = trace_sim() if args.sim else trace_real(args.config, args.steps, args.sets)
+    rep = trace_sim(sets=args.sets) if args.sim else trace_real(args.config, args.steps, args.sets)
     if args.json:
         print(json.dumps(rep, indent=2))
         return 0 if rep["promoted"] else 1

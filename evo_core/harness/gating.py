@@ -1,9 +1,10 @@
-"""A candidate's decision, live and in replay: calling the gates, their verdict, and the
+"""A candidate's decision, live and in replay: which gates decide, their verdict, and the
 verdict as events (``Promoted``, with the skill it makes, or ``Rejected``).
 
-Every configured gate that judges the candidate's subject decides (isolated: a gate that
-raises, or is configured but not installed, counts as a veto). Abstentions do not count.
-The candidate passes when at least one gate decided, none vetoed and none failed."""
+Every configured gate that judges the candidate's subject decides (the pass calls each under
+its guard: a gate that raises, or is configured but not installed, counts as a veto).
+Abstentions do not count. The candidate passes when at least one gate decided, none vetoed
+and none failed. A collaborator of the pass: it never calls a gate and never emits."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import attrs
 
-from evo_core.api import Candidate, GateContext, GateDecision, Proposal
+from evo_core.api import Candidate, GateDecision, Proposal
 from evo_core.harness.emit import ENGINE, jsonable
-from evo_core.harness.isolation import Isolation
 from evo_events import BlobRef, Event, FailureDiagnosed, InterventionProposed, Promoted, Rejected, SkillRegistered
 
 
@@ -26,30 +26,29 @@ class Verdict:
     decisions: tuple[GateDecision, ...]
 
 
-def run_gates(gates: Mapping[str, Any], configured: Mapping[str, Mapping[str, Any]], cand: Candidate,
-              gctx: GateContext, iso: Optional[Isolation]) -> list[GateDecision]:
-    decisions = []
-    for name, params in configured.items():
+def configured(gates: Mapping[str, Any], settings: Mapping[str, Mapping[str, Any]],
+               subject: str) -> list[tuple[str, Optional[Any], dict[str, Any]]]:
+    """The enabled gates that judge ``subject``, in config order, each with its params; a
+    configured gate that is not installed comes with None (it counts as a veto)."""
+    out = []
+    for name, params in settings.items():
         params = dict(params)
         if params.pop("enabled", True) is False:
             continue
         gate = gates.get(name)
-        if gate is None:
-            decisions.append(GateDecision(gate=name, passed=False, veto=True,
-                                          reasons=(f"gate {name!r} is configured but not installed",)))
+        if gate is not None and subject not in tuple(getattr(gate, "subjects", ("intervention", "policy"))):
             continue
-        if cand.subject not in tuple(getattr(gate, "subjects", ("intervention", "policy"))):
-            continue
-        if iso is None:
-            d = gate.decide(cand, gctx, params)
-        else:
-            d = None
-            with iso.guard(name, "decide") as g:
-                d = gate.decide(cand, gctx, params)
-            if g.failed or d is None:
-                d = GateDecision(gate=name, passed=False, veto=True, reasons=(f"gate {name} raised",))
-        decisions.append(d)
-    return decisions
+        out.append((name, gate, params))
+    return out
+
+
+def not_installed(name: str) -> GateDecision:
+    return GateDecision(gate=name, passed=False, veto=True, reasons=(f"gate {name!r} is configured but not installed",))
+
+
+def raised(name: str) -> GateDecision:
+    """A gate that raised (or answered nothing) vetoes."""
+    return GateDecision(gate=name, passed=False, veto=True, reasons=(f"gate {name} raised",))
 
 
 def verdict(decisions: Sequence[GateDecision]) -> Verdict:
@@ -132,4 +131,4 @@ def blob_ref(d: Optional[dict]) -> Optional[BlobRef]:
     return BlobRef(**d) if d else None
 
 
-__all__ = ["Verdict", "run_gates", "verdict", "gate_figures", "decision_events", "skill_event", "blob_ref"]
+__all__ = ["Verdict", "configured", "not_installed", "raised", "verdict", "gate_figures", "decision_events", "skill_event", "blob_ref"]
