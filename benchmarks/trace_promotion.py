@@ -197,7 +197,7 @@ def trace_real(config: str, steps: int, sets: list[str]) -> dict[str, Any]:
                 "run.harnesses=['evolving']", *sets]
         cfg = load_config(config, over).for_arm("evolving")
         store = open_store(f"sqlite:///{tmp}/trace.sqlite")
-        return _traced(lambda: _run(RunLoop(cfg, store, plugins=get_plugin_manager())))
+        return _traced(RunLoop(cfg, store, plugins=get_plugin_manager()))
 
 
 def trace_sim(steps: int = 60, sets: Optional[list[str]] = None) -> dict[str, Any]:
@@ -211,20 +211,18 @@ def trace_sim(steps: int = 60, sets: Optional[list[str]] = None) -> dict[str, An
         store = open_store(f"sqlite:///{tmp}/trace.sqlite")
         data = apply_overrides(sim_config(steps=steps, checkpoint_dir=f"{tmp}/ckpt"), list(sets or ()))
         cfg = config_from_dict(data).for_arm("evolving")
-        return _traced(lambda: _run(RunLoop(cfg, store, plugins=isolated_plugins(), session_factory=sim_factory())))
+        return _traced(RunLoop(cfg, store, plugins=isolated_plugins(), session_factory=sim_factory()))
 
 
-def _run(loop: Any) -> None:
-    loop.start()
-    loop.run()
-
-
-def _traced(fn: Any) -> dict[str, Any]:
+def _traced(loop: Any) -> dict[str, Any]:
+    """Start the run (its SFT warm start, untraced: no stage object is made there), then run
+    it under the profile hook."""
     tracer = Tracer()
     with contextlib.redirect_stdout(sys.stderr):  # the run's log lines; stdout is the report
+        loop.start()
         sys.setprofile(tracer)
         try:
-            fn()
+            loop.run()
         finally:
             sys.setprofile(None)
     return tracer.report()
