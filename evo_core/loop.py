@@ -595,9 +595,9 @@ class RunLoop:
             apply(pre, ev)
         self.evidence.add_step(step, rollouts, step_ev, evals)  # type: ignore[arg-type]
         try:
-            out = self.harness.run_pass(PassInput(step=step, state=pre, evidence=self.evidence, evals=evals,  # type: ignore[arg-type]
+            out = self.harness.new_pass(PassInput(step=step, state=pre, evidence=self.evidence, evals=evals,  # type: ignore[arg-type]
                                                   port=LivePort(self.port), final=step == self.cfg.run.steps,
-                                                  seed=self.cfg.run.seed))
+                                                  seed=self.cfg.run.seed)).run()
         except (VerifierFailed, KeyboardInterrupt):
             raise
         except Exception as exc:

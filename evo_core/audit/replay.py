@@ -3,7 +3,7 @@
 For each step of the run the replay does what the run loop did before committing it: it
 folds the step's trainer events (everything the trainer logged up to the step's harness
 work) into the replay's own ``HarnessState``, adds the step's rollouts and evaluations to
-an ``EvidenceWindow``, and calls ``HarnessEngine.run_pass`` — the live engine, with the run's
+an ``EvidenceWindow``, and runs ``HarnessEngine.new_pass`` — the live engine's pass, with the run's
 ``[harness]`` table overlaid with the SPEC (``ReplaySpec.overlay``), and with the run's
 recorded online backtests and main-line snapshots standing in for the trainer
 (``RecordedPort``). The pass's events are folded into the replay's state; the recorded
@@ -45,7 +45,7 @@ from evo_events import (
     StepCompleted,
 )
 from evo_core.harness import Catalog, HarnessConfig, HarnessConfigError, HarnessEngine, PassInput
-from evo_core.harness.decisions import ENGINE_VERSION
+from evo_core.harness.emit import ENGINE_VERSION
 from evo_core.harness.window import EvidenceWindow
 from evo_core.state import HarnessState, apply, fold
 from evo_core.store import put_json
@@ -181,8 +181,8 @@ class CounterfactualReplay:
             assert b is not None
             win.add_step(b.step, b.rollouts, b.step_event, b.evals)
             t0 = time.perf_counter()
-            out = engine.run_pass(PassInput(step=b.step, state=state, evidence=win, evals=b.evals, port=stand_ins,
-                                            final=b.step == final_step, seed=started.seed))
+            out = engine.new_pass(PassInput(step=b.step, state=state, evidence=win, evals=b.evals, port=stand_ins,
+                                            final=b.step == final_step, seed=started.seed)).run()
             engine_s += time.perf_counter() - t0
             for ev in out:
                 apply(state, ev)

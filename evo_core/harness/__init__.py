@@ -5,7 +5,7 @@ committed; the pass's events are appended in the same batch as the step's:
 
     from evo_core.harness import PassInput, build_harness
     engine = build_harness(cfg["harness"], plugins, run_id=run_id)
-    events = engine.run_pass(PassInput(step=..., state=..., evidence=..., evals=..., port=LivePort(trainer)))
+    events = engine.new_pass(PassInput(step=..., state=..., evidence=..., evals=..., port=LivePort(trainer))).run()
 
 What the engine reads from the evidence (the trainer and the domains provide it):
 - ``RolloutCompleted``: ``reward`` (training verifier, before interventions),

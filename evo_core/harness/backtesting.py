@@ -1,18 +1,18 @@
 """Backtests of one proposal: which backtesters run and in what order, the two arms of an
-online A/B, calling each backtester, and each outcome as an event.
+online A/B, the outcomes of a backtester that cannot run or raised, and each outcome as an
+event.
 
-A collaborator of the harness pass: it returns outcomes and events and never emits them."""
+A collaborator of the harness pass: it returns outcomes and events; it never calls a
+backtester (the pass does, under its guard, online ones through its port) and never emits."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional
 
-from evo_core import faults
 from evo_core.api import Arms, BacktestContext, BacktestOutcome, Proposal
 from evo_core.harness.config import HarnessConfig
 from evo_core.harness.diagnosis import with_watched
 from evo_core.harness.emit import jsonable
-from evo_core.harness.isolation import Isolation
 from evo_core.harness.ports import HarnessPort
 from evo_core.state import ActiveIntervention, HarnessState
 from evo_events import BacktestFailed, BacktestInconclusive, BacktestPassed, Emitter, Event
@@ -49,38 +49,29 @@ def arms(state: HarnessState, proposal: Proposal, restore_main: bool) -> Arms:
     return Arms(control=control, treatment=treatment, treatment_start=state.main.checkpoint if restore_main else None)
 
 
-def run_plan(names: Sequence[str], backtesters: Mapping[str, Any], prop: Proposal, ctx: BacktestContext,
-             port: HarnessPort, iso: Isolation) -> list[BacktestOutcome]:
-    """Each backtester of the plan in turn; a failed one ends the plan (no point paying for an
-    online fork after a failed replay). Online ones run through the port."""
-    outcomes: list[BacktestOutcome] = []
-    for name in names:
-        bt = backtesters.get(name)
-        if bt is None:
-            outcomes.append(BacktestOutcome(backtester=name, mode="offline", passed=False,
-                                            reasons=(f"backtester {name!r} is not installed",)))
-            break
-        res = _run_one(bt, name, prop, ctx, port, iso)
-        faults.point("harness.backtested")
-        outcomes.append(res)
-        if res.passed is False:
-            break
-    return outcomes
+def not_installed(name: str) -> BacktestOutcome:
+    """A planned backtester that is not installed: a failure, which ends the plan."""
+    return BacktestOutcome(backtester=name, mode="offline", passed=False,
+                           reasons=(f"backtester {name!r} is not installed",))
 
 
-def _run_one(bt: Any, name: str, prop: Proposal, ctx: BacktestContext, port: HarnessPort,
-             iso: Isolation) -> BacktestOutcome:
+def unpaid(bt: Any, name: str, ctx: BacktestContext, port: HarnessPort) -> Optional[BacktestOutcome]:
+    """An online A/B the run's oracle budget cannot pay is not started: no decision, with the
+    reason (None: it can be run)."""
+    ask = getattr(port, "unpaid_backtest", None)
+    why = ask(ctx.config.backtest.k_steps, ctx.config.backtest.replicates) \
+        if getattr(bt, "mode", "offline") == "online" and callable(ask) else None
+    if not why:
+        return None
+    return BacktestOutcome(backtester=name, mode="online", passed=None, figures={"oracle_budget_exhausted": True},
+                           reasons=(f"no decision: {why}",), version=str(getattr(bt, "version", "1")))
+
+
+def settled(bt: Any, name: str, res: Optional[BacktestOutcome], raised: bool) -> BacktestOutcome:
+    """What a backtester's call came to: its outcome; a failure when it raised; no decision
+    when an online one could not run here (no session to fork)."""
     mode = getattr(bt, "mode", "offline")
-    unpaid = getattr(port, "unpaid_backtest", None)
-    why = unpaid(ctx.config.backtest.k_steps, ctx.config.backtest.replicates) \
-        if mode == "online" and callable(unpaid) else None
-    if why:  # an A/B the run's oracle budget cannot pay is not started: no decision, with the reason
-        return BacktestOutcome(backtester=name, mode=mode, passed=None, figures={"oracle_budget_exhausted": True},
-                               reasons=(f"no decision: {why}",), version=str(getattr(bt, "version", "1")))
-    res = None
-    with iso.guard(name, "backtest") as g:
-        res = port.online_backtest(bt, prop, ctx) if mode == "online" else bt.backtest(prop, ctx)
-    if g.failed:
+    if raised:
         return BacktestOutcome(backtester=name, mode=mode, passed=False, reasons=(f"backtester {name} raised; see PluginFailed",))
     if res is None:
         return BacktestOutcome(backtester=name, mode=mode, passed=None, reasons=(NO_SESSION,))
@@ -97,4 +88,4 @@ def outcome_event(run_id: str, step: int, proposal_id: str, o: BacktestOutcome) 
                emitted_by=Emitter(o.backtester, o.version))
 
 
-__all__ = ["plan", "arms", "run_plan", "outcome_event", "CANDIDATE_ID"]
+__all__ = ["plan", "arms", "not_installed", "unpaid", "settled", "outcome_event", "CANDIDATE_ID"]

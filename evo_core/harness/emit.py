@@ -1,13 +1,16 @@
 """The pass's event buffer: every decision is an event, folded into a working copy of the
 state as it is emitted, so later decisions of the same pass see earlier ones exactly as a
-replay of the log would."""
+replay of the log would. ``ENGINE`` is who emits the engine's own events."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from evo_core.state import HarnessState, apply
-from evo_events import Event
+from evo_events import Emitter, Event
+
+ENGINE_VERSION = "2"
+ENGINE = Emitter("evo_harness", ENGINE_VERSION)
 
 
 class PassBuffer:

@@ -1,8 +1,10 @@
 """The harness engine: evidence → diagnoses → proposals → backtests → gates → decisions.
 
 One engine per run, with no memory of its own: everything it knows between steps is the
-fold of the log (``HarnessState``) and the evidence window (also a fold). The loop calls
-``run_pass`` once per step, *before* the step is committed; the pass returns its events, and
+fold of the log (``HarnessState``) and the evidence window (also a fold). It holds what a
+run's passes share (the config with its priors, the diagnostics, the plugin versions) and
+makes each step's pass; the loop runs ``engine.new_pass(inp).run()`` once per step, *before*
+the step is committed (the engine is not on the pass's call path); the pass returns its events, and
 the loop appends the step's events and the pass's in one batch. So a step and its harness
 work are durable together or not at all: a crash anywhere in a pass is recovered by
 recomputing the step from its checkpoint, and the pass again, deterministically.
@@ -19,11 +21,10 @@ import attrs
 import structlog
 
 from evo_core.harness.config import HarnessConfig
-from evo_core.harness.decisions import ENGINE, ENGINE_VERSION, plugin_versions
 from evo_core.harness.diagnosis import Diagnoses
+from evo_core.harness.emit import ENGINE, ENGINE_VERSION
 from evo_core.harness.harness_pass import HarnessPass
 from evo_core.harness.inputs import Catalog, PassInput
-from evo_events import Event
 
 log = structlog.get_logger("evo.harness")
 
@@ -36,10 +37,11 @@ class HarnessEngine:
         self.catalog = catalog
         self.run_id = run_id
         self.diagnoses = Diagnoses(self.config.diagnostics, catalog.diagnostics)
-        self.versions = plugin_versions(catalog)
+        self.versions = catalog.versions()
 
-    def run_pass(self, inp: PassInput) -> list[Event]:
-        return HarnessPass(self.config, self.catalog, self.diagnoses, self.versions, self.run_id, inp).run()
+    def new_pass(self, inp: PassInput) -> HarnessPass:
+        """The pass of one step (``.run()`` returns its events)."""
+        return HarnessPass(self.config, self.catalog, self.diagnoses, self.versions, self.run_id, inp)
 
 
 def with_priors(config: HarnessConfig, catalog: Catalog) -> HarnessConfig:

@@ -4,7 +4,8 @@
 proposal round (propose, backtest, gate each proposal), then the policy gate. Each step is a
 method; the pass owns its state (a working copy of the fold, its event buffer and counts).
 The collaborators it calls (``proposals``, ``backtesting``, ``retirement``, ``mainline``,
-``gating``, ``decisions``) take values and return values or events; only the pass emits.
+``gating``) take values and return values or events; only the pass calls the proposers,
+backtesters and gates (each under its isolation guard) and only the pass emits.
 Every emitted event is folded at once, so later decisions of the same pass see earlier ones
 exactly as a replay of the log would.
 
@@ -20,15 +21,16 @@ from typing import Mapping, Optional, Sequence
 import structlog
 
 from evo_core import faults
-from evo_core.api import BacktestContext, BacktestOutcome, Candidate, GateContext, Proposal, ProposalContext, is_validation
+from evo_core.api import (BacktestContext, BacktestOutcome, Candidate, GateContext, GateDecision, Proposal, ProposalContext,
+                          ProposalRejection, is_validation)
 from evo_core.harness import backtesting, mainline, paywatch, proposals, retirement
-from evo_core.harness.decisions import ENGINE, decision_events
 from evo_core.harness.diagnosis import SEVERITY_RANK, with_watched
 from evo_core.harness.config import HarnessConfig
 from evo_core.harness.diagnosis import Diagnoses
-from evo_core.harness.emit import PassBuffer, jsonable
+from evo_core.harness.emit import ENGINE, PassBuffer, jsonable
 from evo_core.harness.inputs import Catalog, PassInput
-from evo_core.harness.gating import Verdict, run_gates, verdict
+from evo_core.harness import gating
+from evo_core.harness.gating import Verdict, decision_events
 from evo_core.harness.isolation import Isolation
 from evo_core.harness.skills import load_skill_sources
 from evo_core.plugins import PluginFailure
@@ -172,8 +174,7 @@ class HarnessPass:
         if not actionable or (last is not None and self.step - last < self.config.cooldown_steps):
             return
         window = self.evidence.window(self.step)
-        collected, rejections = proposals.collect(self.config, self.catalog.proposers,
-                                                  self._proposal_context(actionable, window), self.iso)
+        collected, rejections = self._ask_proposers(self._proposal_context(actionable, window))
         for name, item in rejections:
             self.emit(proposals.rejection_event(self.run_id, self.step, self.state, name, item,
                                                 str(self.catalog.proposers[name].version)))
@@ -190,6 +191,20 @@ class HarnessPass:
             tried += 1
             if self.evaluate(prop, actionable) and prop.kind != "diagnostic":
                 promoted_targets |= set(prop.targets)
+
+    def _ask_proposers(self, pctx: ProposalContext) -> tuple[list[Proposal], list[tuple[str, ProposalRejection]]]:
+        """What every enabled, installed proposer suggests (each under the guard)."""
+        collected: list[Proposal] = []
+        rejections: list[tuple[str, ProposalRejection]] = []
+        for name, proposer, params in proposals.enabled(self.config, self.catalog.proposers):
+            items = None
+            with self.iso.guard(name, "propose") as g:
+                items = proposer.propose(pctx, params)
+            if not g.failed:
+                props, rejected = proposals.answers(name, items)
+                collected += props
+                rejections += rejected
+        return collected, rejections
 
     def _proposal_context(self, actionable: Sequence[FailureDiagnosed], window: object) -> ProposalContext:
         cfg = self.config
@@ -241,13 +256,37 @@ class HarnessPass:
                               history=self.evidence.history(),
                               reader=self.diagnoses.view(watched, self.run_id, self.step),
                               arms=backtesting.arms(self.state, prop, restore_main))
-        names = backtesting.plan(self.config, self.catalog.backtesters, prop)
-        return backtesting.run_plan(names, self.catalog.backtesters, prop, ctx, self.port, self.iso)
+        outcomes: list[BacktestOutcome] = []
+        for name in backtesting.plan(self.config, self.catalog.backtesters, prop):
+            bt = self.catalog.backtesters.get(name)
+            if bt is None:
+                outcomes.append(backtesting.not_installed(name))
+                break
+            res = backtesting.unpaid(bt, name, ctx, self.port)
+            if res is None:
+                with self.iso.guard(name, "backtest") as g:  # online ones through the port: it forks training
+                    res = self.port.online_backtest(bt, prop, ctx) if getattr(bt, "mode", "offline") == "online" \
+                        else bt.backtest(prop, ctx)
+                res = backtesting.settled(bt, name, res, g.failed)
+            faults.point("harness.backtested")
+            outcomes.append(res)
+            if res.passed is False:
+                break  # no point paying for an online fork after a failed replay
+        return outcomes
 
     def gate(self, cand: Candidate, in_force: Sequence[object]) -> Verdict:
         gctx = GateContext(run_id=self.run_id, step=self.step, state=self.state, config=self.config,
                            diagnoses=tuple(in_force))
-        return verdict(run_gates(self.catalog.gates, self.config.gates, cand, gctx, self.iso))
+        decisions: list[GateDecision] = []
+        for name, gate, params in gating.configured(self.catalog.gates, self.config.gates, cand.subject):
+            if gate is None:
+                decisions.append(gating.not_installed(name))
+                continue
+            d = None
+            with self.iso.guard(name, "decide") as g:
+                d = gate.decide(cand, gctx, params)
+            decisions.append(gating.raised(name) if g.failed or d is None else d)
+        return gating.verdict(decisions)
 
     # -- the policy gate ---------------------------------------------------------------------
     def policy_gate(self, ev: EvalCompleted, findings: Optional[Sequence[FailureDiagnosed]]) -> None:

@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 
 import attrs
 
+from evo_core.harness.emit import ENGINE_VERSION
 from evo_core.harness.ports import NO_TRAINER, HarnessPort
 from evo_core.harness.window import EvidenceWindow
 from evo_core.state import HarnessState
@@ -26,6 +27,15 @@ class Catalog:
     @classmethod
     def from_plugins(cls, pm: Any) -> "Catalog":
         return cls(pm.diagnostics(), pm.interventions(), pm.proposers(), pm.backtesters(), pm.gates())
+
+    def versions(self) -> dict[str, str]:
+        """The engine's and every plugin's version, as each decision records them."""
+        out = {"harness_engine": ENGINE_VERSION}
+        for prefix, cat in (("diagnostic", self.diagnostics), ("intervention", self.interventions),
+                            ("proposer", self.proposers), ("backtester", self.backtesters), ("gate", self.gates)):
+            for n, obj in cat.items():
+                out[f"{prefix}:{n}"] = str(getattr(obj, "version", "?"))
+        return out
 
 
 @attrs.define

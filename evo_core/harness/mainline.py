@@ -19,8 +19,8 @@ from typing import Any, Optional, Sequence
 
 from evo_core.api import Candidate, strict_metric
 from evo_core.harness.config import HarnessConfig
-from evo_core.harness.decisions import ENGINE, blob_ref
-from evo_core.harness.gating import Verdict
+from evo_core.harness.emit import ENGINE
+from evo_core.harness.gating import Verdict, blob_ref
 from evo_core.harness.window import EvidenceWindow
 from evo_core.state import DiagnosisRecord, HarnessState
 from evo_events import EvalCompleted, FailureDiagnosed, PolicyUpdated

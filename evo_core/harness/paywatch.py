@@ -24,7 +24,7 @@ from typing import Any, Mapping, Optional, Sequence
 import attrs
 
 from evo_core.api.interventions import RolloutView, params_of
-from evo_core.harness.decisions import ENGINE
+from evo_core.harness.emit import ENGINE
 from evo_core.harness.paycheck import PayCheck, lifted, pay_check, verifier_paid
 from evo_core.harness.validity import ALPHA
 from evo_core.state import ActiveIntervention, HarnessState

@@ -1,51 +1,51 @@
-"""Proposals: collecting them from the configured proposers, the do-not-repeat ledger, and
-a proposal as its ``InterventionProposed`` event.
+"""Proposals: which proposers are asked, their answers sorted, the do-not-repeat ledger,
+and a proposal as its ``InterventionProposed`` event.
 
-A collaborator of the harness pass: it reads the state it is given and returns proposals
-and events; it never emits them."""
+A collaborator of the harness pass: it reads the values it is given and returns proposals
+and events; it never calls a proposer (the pass does, under its guard) and never emits."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import attrs
 import structlog
 
-from evo_core.api import Proposal, ProposalContext, ProposalRejection, Window
+from evo_core.api import Proposal, ProposalRejection, Window
 from evo_core.harness.config import HarnessConfig
-from evo_core.harness.decisions import ENGINE
 from evo_core.harness.diagnosis import Diagnoses, with_watched
-from evo_core.harness.emit import jsonable
-from evo_core.harness.isolation import Isolation
+from evo_core.harness.emit import ENGINE, jsonable
 from evo_core.state import HarnessState, family
 from evo_events import FailureDiagnosed, InterventionProposed, Rejected
 
 log = structlog.get_logger("evo.harness")
 
 
-def collect(config: HarnessConfig, proposers: Mapping[str, Any], pctx: ProposalContext,
-            iso: Isolation) -> tuple[list[Proposal], list[tuple[str, ProposalRejection]]]:
-    """What every enabled, installed proposer suggests (each isolated), and the answers
-    that could not be formed, with the proposer's name."""
-    out: list[Proposal] = []
-    rejections: list[tuple[str, ProposalRejection]] = []
+def enabled(config: HarnessConfig, proposers: Mapping[str, Any]) -> list[tuple[str, Any, dict[str, Any]]]:
+    """Every enabled, installed proposer with its params, in config order (one configured
+    but not installed is reported once, on the run's first pass)."""
+    out = []
     for name, params in config.proposers.items():
         params = dict(params)
         if params.pop("enabled", True) is False or (name == "skills" and config.ablations.no_skill_reuse):
             continue
-        proposer = proposers.get(name)
-        if proposer is None:
-            continue  # reported once, on the run's first pass
-        items = None
-        with iso.guard(name, "propose") as g:
-            items = proposer.propose(pctx, params)
-        for item in (items or ()) if not g.failed else ():
-            if isinstance(item, ProposalRejection):
-                rejections.append((name, item))
-            elif isinstance(item, Proposal):
-                out.append(item)
-    return out, rejections
+        if name in proposers:
+            out.append((name, proposers[name], params))
+    return out
+
+
+def answers(name: str, items: Optional[Iterable[Any]]) -> tuple[list[Proposal], list[tuple[str, ProposalRejection]]]:
+    """A proposer's answer: its proposals, and the answers that could not be formed (with
+    the proposer's name); anything else is ignored."""
+    props: list[Proposal] = []
+    rejections: list[tuple[str, ProposalRejection]] = []
+    for item in items or ():
+        if isinstance(item, ProposalRejection):
+            rejections.append((name, item))
+        elif isinstance(item, Proposal):
+            props.append(item)
+    return props, rejections
 
 
 def rejection_event(run_id: str, step: int, state: HarnessState, proposer: str, item: ProposalRejection,
@@ -101,4 +101,4 @@ def proposal_event(run_id: str, step: int, prop: Proposal, targeted: Sequence[Fa
         caused_by=tuple(d.event_id for d in targeted) + tuple(e for e in prop.evidence if e), emitted_by=ENGINE)
 
 
-__all__ = ["collect", "rejection_event", "ledger_filter", "proposal_event"]
+__all__ = ["enabled", "answers", "rejection_event", "ledger_filter", "proposal_event"]

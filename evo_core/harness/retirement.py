@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from evo_core.harness.decisions import ENGINE
+from evo_core.harness.emit import ENGINE
 from evo_core.state import ActiveIntervention, HarnessState
 from evo_events import Event, FailureDiagnosed, InterventionReverted, SkillRetired
 

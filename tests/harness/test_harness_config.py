@@ -38,7 +38,7 @@ def test_shorthand_and_fixed_mode(pm):
     assert cfg.diagnostics["answer_hedging"] == {} and cfg.skills_from == ("x.json",)
     assert not cfg.evolving and cfg.ablations.no_online_backtest
     h = build_harness(cfg, pm, run_id="r")
-    assert hasattr(h, "run_pass")
+    assert hasattr(h, "new_pass")
 
 
 def test_one_diagnostic_table_tunes_one_and_leaves_the_defaults_on():

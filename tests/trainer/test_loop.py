@@ -184,12 +184,12 @@ def test_raising_verifier_stops_the_run_with_a_consistent_log(tmp_path):
 
 
 def test_a_raising_harness_is_recorded_and_training_goes_on(tmp_path, monkeypatch):
-    from evo_core.harness.engine import HarnessEngine
+    from evo_core.harness.harness_pass import HarnessPass
 
-    def explode(self, inp):
+    def explode(self):
         raise ValueError("harness bug")
 
-    monkeypatch.setattr(HarnessEngine, "run_pass", explode)
+    monkeypatch.setattr(HarnessPass, "run", explode)
     store = open_store("memory://")
     loop = RunLoop(_cfg(tmp_path, run={"steps": 2}), store, plugins=_pm())
     loop.start()
