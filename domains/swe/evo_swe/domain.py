@@ -6,7 +6,7 @@ import hashlib
 import re
 from pathlib import Path
 import random
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, ClassVar, Mapping, Optional, Sequence
 
 import attrs
 
@@ -15,6 +15,7 @@ from evo_swe._log import get_logger
 from evo_core.api import SIGNAL_MODES, Completion, Task, TaskSource, Verdict
 from evo_core.api import rename_signals as rename
 from evo_swe import __version__, tinyenv, tinygrade, tinyrepo
+from evo_swe.classify import CLASSIFIER, SWEClassifier
 from evo_swe.episode import Budget, EpisodeResult, episode_signals, run_episode
 from evo_swe.grading import Grader, GradeReport, TestScope
 from evo_swe.tasks import SWETask, load_tasks, parse_row
@@ -79,6 +80,8 @@ class SWEDomain:
     env_budget: tinyenv.EnvBudget = tinyenv.EnvBudget()
     _grader: Optional[Grader] = None
     _runner: Optional[tinyenv.Runner] = None
+    # The core's trajectory features read the episodes' tool and path classes through it.
+    trajectory_classifier: ClassVar[SWEClassifier] = CLASSIFIER
 
     def configure(self, options: Mapping[str, Any]) -> "SWEDomain":
         """A copy with the run's ``[task] options``: ``flaw`` (see ``FLAWS``), ``signal_names`` /
