@@ -86,12 +86,15 @@ def test_cached_turns_give_the_same_episodes(policy, monkeypatch, temperature):
     pairs = list(zip([s for g in old_s for s in g], [s for g in new_s for s in g]))
     # A sampled <eos>/<pad>/<bos> decodes to nothing: re-encoding the transcript drops it, the
     # cache (like the training layout) keeps it. Compare the episodes whose replies re-encode.
-    exact = [(a, b) for a, b in pairs if all(tok.encode(t) == list(ids) for t, ids in _replies(tok, a))]
+    keep = [i for i, (a, _) in enumerate(pairs) if all(tok.encode(t) == list(ids) for t, ids in _replies(tok, a))]
+    exact = [pairs[i] for i in keep]
     assert len(exact) >= 20  # the random model samples specials often
     same = [(a, b) for a, b in exact if (b.prompt, b.text, b.prompt_ids, b.token_ids, b.loss_mask, b.finish_reason)
             == (a.prompt, a.text, a.prompt_ids, a.token_ids, a.loss_mask, a.finish_reason)]
-    if temperature == 0.0:  # greedy: every reply
+    if temperature == 0.0:  # greedy: every reply, every tool turn
         assert len(same) == len(exact)
+        old_t, new_t = [c.turns for g in old_c for c in g], [c.turns for g in new_c for c in g]
+        assert [new_t[i] for i in keep] == [old_t[i] for i in keep]
     else:  # a draw can land on the other side of a CDF boundary that moved by a rounding error
         assert len(same) >= 0.95 * len(exact)
     for a, b in same:
