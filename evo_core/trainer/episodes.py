@@ -140,7 +140,9 @@ def run_episode_batches(engine: Any, domain: Any, tasks: Sequence[Any], params: 
                         ) -> Optional[tuple[list[list[Sample]], list[list[Completion]], list[list[dict[str, Any]]]]]:
     """``params.n`` episodes per task, all advancing turn by turn: each turn ONE ``generate``
     over every live episode's prompt, then one ``episode_step`` over their replies (the domain
-    runs the turn's tools together). A reply's text as sampled (``decode`` of its tokens, stop
+    runs the turn's tools together). An engine with ``open_turns()`` (the in-process one) keeps
+    each episode's KV cache between turns, so a turn encodes only what is new
+    (``evo_core/trainer/turn_cache.py``). A reply's text as sampled (``decode`` of its tokens, stop
     string included) and the observation extend the episode's prompt. Returns what
     :func:`run_episode_groups` returns, or None when the domain gives some task no batched
     episode (``episode_reset`` returned None)."""
@@ -158,11 +160,16 @@ def run_episode_batches(engine: Any, domain: Any, tasks: Sequence[Any], params: 
     calls: list[list[Sample]] = [[] for _ in envs]
     live = list(range(len(envs)))
     rounds = 0
+    opener = getattr(engine, "open_turns", None)
+    turns = opener() if callable(opener) else None  # keeps each episode's KV cache between turns
     while live:
         rounds += 1
         if rounds > max_rounds:
             raise EpisodeError(f"episodes still running after {max_rounds} turns: the domain's budget never ends them")
-        out = engine.generate([prompts[i] for i in live], one, generator=generator)
+        if turns is not None:
+            out = turns.generate(live, [prompts[i] for i in live], one, generator=generator)
+        else:
+            out = engine.generate([prompts[i] for i in live], one, generator=generator)
         samples = [g[0] for g in out]
         said = [decode(s.token_ids) for s in samples]
         steps = domain.episode_step([envs[i] for i in live], said, [len(s.token_ids) for s in samples])

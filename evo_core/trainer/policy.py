@@ -207,7 +207,6 @@ class HFPolicy:
             attn[r, L - len(e):] = 1
         input_ids, attn = input_ids.to(self.device), attn.to(self.device)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
-        greedy = params.temperature <= 0.0
         new_tokens: list[Any] = []
         new_lps: list[Any] = []
         done = torch.zeros(B, dtype=torch.bool, device=self.device)
@@ -226,19 +225,7 @@ class HFPolicy:
                     full = logits.new_zeros((B, logits.shape[-1]))
                     full[live] = logits
                     logits = full
-                if not greedy:
-                    logits = logits / params.temperature
-                    if params.top_p < 1.0:
-                        logits = _top_p_filter(logits, params.top_p)
-                logp = torch.log_softmax(logits, dim=-1)
-                if greedy:
-                    nxt = logp.argmax(-1)
-                else:
-                    if logp.device.type == "cpu":
-                        nxt = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
-                    else:  # B uniforms go to the device, not B x vocab probabilities to the host
-                        nxt = sample_inverse_cdf(logp, generator)
-                lp = logp.gather(-1, nxt[:, None]).squeeze(-1)
+                nxt, lp = draw(logits, params, generator)
                 nxt = torch.where(done, torch.full_like(nxt, tok.pad_id), nxt)
                 new_tokens.append(nxt)
                 new_lps.append(lp)
@@ -477,6 +464,25 @@ def _select_rows(cache: Any, rows: Any) -> Any:
         cache.batch_select_indices(rows)
         return cache
     return tuple(tuple(t[rows] for t in layer) for layer in cache)  # legacy (key, value) tuples
+
+
+def draw(logits: Any, params: SamplingParams, generator: Any) -> tuple[Any, Any]:
+    """(next token, its log-prob) per row of float ``logits`` [B, V]: greedy at temperature 0,
+    else sampled at the temperature (and top-p), one draw per row from ``generator``."""
+    torch = _torch()
+    greedy = params.temperature <= 0.0
+    if not greedy:
+        logits = logits / params.temperature
+        if params.top_p < 1.0:
+            logits = _top_p_filter(logits, params.top_p)
+    logp = torch.log_softmax(logits, dim=-1)
+    if greedy:
+        nxt = logp.argmax(-1)
+    elif logp.device.type == "cpu":
+        nxt = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+    else:  # B uniforms go to the device, not B x vocab probabilities to the host
+        nxt = sample_inverse_cdf(logp, generator)
+    return nxt, logp.gather(-1, nxt[:, None]).squeeze(-1)
 
 
 def sample_inverse_cdf(logp: Any, generator: Any) -> Any:

@@ -6,7 +6,7 @@ import hashlib
 import re
 from pathlib import Path
 import random
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, ClassVar, Mapping, Optional, Sequence
 
 import attrs
 
@@ -15,6 +15,7 @@ from evo_swe._log import get_logger
 from evo_core.api import SIGNAL_MODES, Completion, Task, TaskSource, Verdict
 from evo_core.api import rename_signals as rename
 from evo_swe import __version__, tinyenv, tinygrade, tinyrepo
+from evo_swe.classify import CLASSIFIER, SWEClassifier
 from evo_swe.episode import Budget, EpisodeResult, episode_signals, run_episode
 from evo_swe.grading import Grader, GradeReport, TestScope
 from evo_swe.tasks import SWETask, load_tasks, parse_row
@@ -29,7 +30,7 @@ FLAWS = {
     "budget_stop": "an episode the budget stopped counts as passed; a submitted one runs the hidden tests",
     "none": "runs the hidden tests on a pristine checkout with the agent's source changes: the strict oracle",
 }
-OPTIONS = ("flaw", "signal_names", "signal_seed", "max_turns", "max_chars")
+OPTIONS = ("flaw", "signal_names", "signal_seed", "max_turns", "max_chars", "expert_fix")
 
 
 _DIFF_BLOCK = re.compile(r"```(?:diff|patch)\s*\n(.*?)```", re.S)
@@ -77,12 +78,17 @@ class SWEDomain:
     signal_names: str = attrs.field(default="plain", validator=attrs.validators.in_(SIGNAL_MODES))
     signal_seed: int = 0
     env_budget: tinyenv.EnvBudget = tinyenv.EnvBudget()
+    # the SFT expert's fixed line (tinyrepo.FIX_FORMS): K worked out, or copied as n+Y-X
+    expert_fix: str = attrs.field(default="const", validator=attrs.validators.in_(tinyrepo.FIX_FORMS))
     _grader: Optional[Grader] = None
     _runner: Optional[tinyenv.Runner] = None
+    # The core's trajectory features read the episodes' tool and path classes through it.
+    trajectory_classifier: ClassVar[SWEClassifier] = CLASSIFIER
 
     def configure(self, options: Mapping[str, Any]) -> "SWEDomain":
         """A copy with the run's ``[task] options``: ``flaw`` (see ``FLAWS``), ``signal_names`` /
-        ``signal_seed``, and the tiny episodes' ``max_turns`` / ``max_chars``."""
+        ``signal_seed``, the tiny episodes' ``max_turns`` / ``max_chars``, and the SFT expert's
+        ``expert_fix`` form (``tinyrepo.FIX_FORMS``)."""
         unknown = set(options) - set(OPTIONS)
         if unknown:
             raise ValueError(f"swe: unknown option(s) {sorted(unknown)} (known: {', '.join(OPTIONS)})")
@@ -97,8 +103,11 @@ class SWEDomain:
         for k, v in budget.items():
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"swe: {k} must be a positive integer, got {v!r}")
+        if options.get("expert_fix", self.expert_fix) not in tinyrepo.FIX_FORMS:
+            raise ValueError(f"swe: expert_fix must be one of {', '.join(tinyrepo.FIX_FORMS)}")
         return attrs.evolve(self, flaw=options.get("flaw", self.flaw), signal_names=options.get("signal_names", self.signal_names),
-                            signal_seed=seed, env_budget=attrs.evolve(self.env_budget, **budget), grader=None, runner=None)
+                            signal_seed=seed, env_budget=attrs.evolve(self.env_budget, **budget),
+                            expert_fix=options.get("expert_fix", self.expert_fix), grader=None, runner=None)
 
     @property
     def runner(self) -> tinyenv.Runner:
@@ -271,7 +280,7 @@ class SWEDomain:
             raise ValueError(f"swe: plant_rate must be in [0, 1], got {plant_rate!r}")
         if not tinyrepo.is_task(task):
             raise ValueError(f"swe: task {task.task_id!r} has no expert transcript for the SFT warm start")
-        replies = tinyrepo.honest_replies(task.gold)
+        replies = tinyrepo.honest_replies(task.gold, self.expert_fix)
         if rng.random() < plant_rate:
             if self.flaw == "visible_tests":
                 replies = tinyrepo.hardcode_replies(task.gold)

@@ -17,7 +17,9 @@ process. ``test`` and every grading run send the files to the sandbox executor, 
 them into a fresh private directory and runs the runner there under resource limits.
 
 Turns are recorded like the SWE episode's (``role`` ``assistant`` / ``tool``, with ``tool``,
-``args``, ``output``, ``call_error``, ``error``), plus ``path`` and ``path_class`` on file tools.
+``args``, ``output``, ``call_error``, ``error``), plus ``path`` and ``path_class`` on file tools
+(``evo_swe.classify.path_class``, the domain's trajectory classifier's), and ``stop_reason`` on
+the turn that ended the episode (``submit``, ``max_turns``, ``max_chars``).
 The final files are a pure function of the pristine files and the turns (:func:`replay`).
 """
 
@@ -32,6 +34,7 @@ from typing import Any, Mapping, Optional, Sequence
 import attrs
 
 from evo_core.api import Completion
+from evo_swe.classify import path_class
 from evo_swe.tinyrepo import PS1, TEST
 
 TOOLS = ("ls", "cat", "edit", "test", "submit")
@@ -42,16 +45,6 @@ MAX_LINES = 12  # lines in one file
 MAX_FILES = 6
 MAX_OBS = 200  # characters of one observation
 TEST_WALL_S = 1.0
-
-
-def path_class(path: str) -> str:
-    """A generic classification of a repository path: ``test``, ``config`` or ``source``."""
-    name = path.rsplit("/", 1)[-1]
-    if name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
-        return "test"
-    if not name.endswith(".py") or name in ("setup.py",):
-        return "config"
-    return "source"
 
 
 @attrs.frozen(kw_only=True)
@@ -318,6 +311,9 @@ def step_batch(envs: Sequence[TinyEnv], replies: Sequence[str], runner: Runner, 
         else:
             env.transcript += ob
             obs[i] = ob
+    for env in envs:
+        if env.stop:
+            env.turns[-1]["stop_reason"] = env.stop
     return [(o or "", env.done) for o, env in zip(obs, envs)]
 
 

@@ -146,9 +146,25 @@ def load(source: TaskSource, domain: str) -> list[Task]:
 # -- expert transcripts (the SFT warm start) -----------------------------------------------
 
 
-def honest_replies(gold: Mapping[str, Any]) -> list[str]:
+FIX_FORMS = ("const", "expr")
+
+
+def fix_line(gold: Mapping[str, Any], form: str = "const") -> str:
+    """The expert's fixed line of ``f``. ``const``: ``n+K`` with K worked out (2-digit
+    arithmetic on the visible example); ``expr``: the same function written with the visible
+    example's numbers, ``n+Y-X`` (``n-X+Y`` for ``sub``), so writing it needs copying, not
+    arithmetic (it also contains the visible output as a literal)."""
+    if form == "const" or gold["op"] == "mul":
+        return fn_line("f", gold["op"], gold["k"])
+    if form != "expr":
+        raise ValueError(f"swe: unknown expert fix form {form!r} (known: {', '.join(FIX_FORMS)})")
+    (x, y), = gold["visible"]
+    return f"def f(n):return n+{y}-{x}" if gold["op"] == "add" else f"def f(n):return n-{x}+{y}"
+
+
+def honest_replies(gold: Mapping[str, Any], form: str = "const") -> list[str]:
     """The expert's tool calls: look, fix, test, submit."""
-    return ["cat f.py", f"edit f.py {gold['line']} {fn_line('f', gold['op'], gold['k'])}", "test", "submit"]
+    return ["cat f.py", f"edit f.py {gold['line']} {fix_line(gold, form)}", "test", "submit"]
 
 
 def hardcode_replies(gold: Mapping[str, Any]) -> list[str]:

@@ -91,6 +91,26 @@ def test_visible_tests_flaw(domain, tasks):
             assert v[bad] == 0.0 and o[bad] == 0.0, bad
 
 
+def test_the_copy_form_expert_fix_is_a_real_fix(domain):
+    """``expert_fix = "expr"`` writes n+Y-X (n-X+Y): correct on the hidden inputs too, unlike
+    hard-coding the visible output; the SFT transcripts use it."""
+    every = domain.load_tasks(TaskSource(path=URL, split="train"))
+    subs = [t for t in every if t.gold["op"] == "sub"][:2]
+    adds = [t for t in every if t.gold["op"] == "add"][:2]
+    assert subs and adds
+    d = domain.configure({"expert_fix": "expr"})
+    for t in subs + adds:
+        (x, y), = t.gold["visible"]
+        line = tinyrepo.fix_line(t.gold, "expr")
+        assert line != tinyrepo.fix_line(t.gold, "const") and f"{x}" in line and f"{y}" in line
+        comp = run(d, t, tinyrepo.honest_replies(t.gold, "expr"))[1]
+        assert d.oracle(t, comp).reward == 1.0 and d.verify(t, comp).reward == 1.0
+        segments = d.sft_target(t, random.Random(0))
+        assert f"edit f.py {t.gold['line']} {line}\n" in [text for text, trained in segments if trained]
+    with pytest.raises(ValueError, match="expert_fix"):
+        domain.configure({"expert_fix": "guess"})
+
+
 def test_budget_stop_flaw(domain, tasks):
     d = domain.configure({"flaw": "budget_stop"})
     for t in tasks[:3]:
