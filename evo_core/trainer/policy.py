@@ -225,22 +225,7 @@ class HFPolicy:
                     full = logits.new_zeros((B, logits.shape[-1]))
                     full[live] = logits
                     logits = full
-                nxt, lp = draw(logits, params, generator)
-                nxt = torch.where(done, torch.full_like(nxt, tok.pad_id), nxt)
-                new_tokens.append(nxt)
-                new_lps.append(lp)
-                hit_eos = (nxt == tok.eos_id) & ~done
-                for r in hit_eos.nonzero().flatten().tolist():
-                    finish[r] = "stop"
-                done = done | hit_eos
-                if params.stop:
-                    toks = torch.stack(new_tokens, 1).tolist()
-                    for r in (~done).nonzero().flatten().tolist():
-                        text = tok.decode(toks[r])
-                        idx = _find_stop(text, params.stop)
-                        if idx is not None:
-                            stop_at[r], finish[r] = idx, "stop"
-                            done[r] = True
+                nxt, done = draw_step(logits, params, generator, tok, done, new_tokens, new_lps, finish, stop_at)
                 if bool(done.all()):
                     break
                 keep = ~done[live]
@@ -521,3 +506,27 @@ def _first_len_reaching(row: Sequence[int], tok: Tokenizer, chars: int) -> int:
 
 
 __all__ = ["HFPolicy", "LoraSettings", "PolicyLoadError", "hub_id_message", "CharTokenizer", "HFTokenizer"]
+
+
+def draw_step(logits: Any, params: Any, generator: Any, tok: Any, done: Any, new_tokens: list, new_lps: list,
+              finish: list, stop_at: list) -> tuple[Any, Any]:
+    """One decoding draw for a batch: finished rows get padding; the token and its log-prob
+    are recorded; a row ends at ``eos`` or at a stop string (``finish``/``stop_at`` per row).
+    Returns the drawn tokens and the updated ``done`` mask."""
+    torch = _torch()
+    nxt, lp = draw(logits, params, generator)
+    nxt = torch.where(done, torch.full_like(nxt, tok.pad_id), nxt)
+    new_tokens.append(nxt)
+    new_lps.append(lp)
+    hit_eos = (nxt == tok.eos_id) & ~done
+    for r in hit_eos.nonzero().flatten().tolist():
+        finish[r] = "stop"
+    done = done | hit_eos
+    if params.stop:
+        toks = torch.stack(new_tokens, 1).tolist()
+        for r in (~done).nonzero().flatten().tolist():
+            idx = _find_stop(tok.decode(toks[r]), params.stop)
+            if idx is not None:
+                stop_at[r], finish[r] = idx, "stop"
+                done[r] = True
+    return nxt, done

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from evo_core.trainer.policy import _cache_kwarg, _find_stop, _first_len_reaching, _out_cache, _select_rows, draw
+from evo_core.trainer.policy import _cache_kwarg, _first_len_reaching, _out_cache, _select_rows, draw_step
 from evo_core.trainer.protocols import Sample, SamplingParams
 
 
@@ -154,21 +154,7 @@ class TurnCache:
         fed = [0] * B  # reply tokens fed into the cache, per row
         ckw = _cache_kwarg(pol.model)
         for t in range(params.max_new_tokens):
-            nxt, lp = draw(logits.float(), params, generator)
-            nxt = torch.where(done, torch.full_like(nxt, tok.pad_id), nxt)
-            new_tokens.append(nxt)
-            new_lps.append(lp)
-            hit_eos = (nxt == tok.eos_id) & ~done
-            for r in hit_eos.nonzero().flatten().tolist():
-                finish[r] = "stop"
-            done = done | hit_eos
-            if params.stop:
-                toks = torch.stack(new_tokens, 1).tolist()
-                for r in (~done).nonzero().flatten().tolist():
-                    idx = _find_stop(tok.decode(toks[r]), params.stop)
-                    if idx is not None:
-                        stop_at[r], finish[r] = idx, "stop"
-                        done[r] = True
+            nxt, done = draw_step(logits.float(), params, generator, tok, done, new_tokens, new_lps, finish, stop_at)
             if bool(done.all()) or t == params.max_new_tokens - 1:
                 break
             feed = ~done  # a row that just ended keeps its last token for the next turn
