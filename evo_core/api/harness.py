@@ -79,7 +79,19 @@ class ProposalContext:
     diagnostics: Mapping[str, Any]  # name -> diagnostic object
     skills: Mapping[str, Any] = attrs.Factory(dict)  # skill_id -> Skill usable now (own + imported)
     history: Sequence[RolloutCompleted] = ()
+    # the history's audited rollouts (``evo_core.api.stats.audited(history)``), as the engine
+    # keeps them step by step; empty in a context built without them: filter ``history`` then
+    audited: Sequence[RolloutCompleted] = ()
     seed: int = 0
+
+    def audited_history(self) -> Sequence[RolloutCompleted]:
+        """The audited training rollouts to learn from: ``audited`` when the engine filled it,
+        else the audited ones of ``history`` (or of the window, when there is no history)."""
+        if self.audited:
+            return self.audited
+        from evo_core.harness.validity import audited
+
+        return audited(self.history or self.window.rollouts)
 
 
 @runtime_checkable

@@ -212,7 +212,8 @@ class HarnessPass:
         return ProposalContext(run_id=self.run_id, step=self.step, diagnoses=tuple(actionable), state=self.state,
                                window=window, config=cfg, interventions=self.catalog.interventions,
                                diagnostics=self.catalog.diagnostics, skills=skills,
-                               history=self.evidence.history(), seed=cfg.backtest.seed + self.step)
+                               history=self.evidence.history(), audited=self.evidence.audited(),
+                               seed=cfg.backtest.seed + self.step)
 
     def evaluate(self, prop: Proposal, diagnoses: Sequence[FailureDiagnosed]) -> bool:
         """One proposal: logged, backtested, gated, decided. Whether it was promoted."""

@@ -12,6 +12,7 @@ from collections import deque
 from typing import Iterable, Mapping, Optional, Sequence
 
 from evo_core.api import Window, is_validation
+from evo_core.harness.validity import audited
 from evo_events import EvalCompleted, Event, FailureDiagnosed, RolloutCompleted, StepCompleted
 
 
@@ -21,6 +22,9 @@ class EvidenceWindow:
         self.window_steps = window_steps
         self.history_steps = history_steps or window_steps * 10
         self._history: deque[tuple[int, list[RolloutCompleted]]] = deque()
+        # each history step's audited rollouts, filtered once when the step arrives
+        self._audited: deque[tuple[int, list[RolloutCompleted]]] = deque()
+        self._audited_flat: Optional[tuple[RolloutCompleted, ...]] = None
         self._rollouts: deque[tuple[int, list[RolloutCompleted]]] = deque()
         self._steps: deque[StepCompleted] = deque(maxlen=max(window_steps * 4, 50))
         self.evals: list[EvalCompleted] = []  # all validation evals: trends over evals need history
@@ -34,12 +38,13 @@ class EvidenceWindow:
 
     def add_step(self, step: int, rollouts: Sequence[RolloutCompleted], step_event: Optional[StepCompleted],
                  evals: Sequence[EvalCompleted] = ()) -> None:
-        self._history_flat = None
-        for buf, keep in ((self._rollouts, self.window_steps), (self._history, self.history_steps)):
+        self._history_flat = self._audited_flat = None
+        for buf, keep, rows in ((self._rollouts, self.window_steps, rollouts), (self._history, self.history_steps, rollouts),
+                                (self._audited, self.history_steps, audited(rollouts))):
             if buf and buf[-1][0] == step:
-                buf[-1][1].extend(rollouts)
+                buf[-1][1].extend(rows)
             else:
-                buf.append((step, list(rollouts)))
+                buf.append((step, list(rows)))
             while buf and buf[0][0] <= step - keep:
                 buf.popleft()
         steps, rewards = self._reward_steps, self._rewards
@@ -95,6 +100,13 @@ class EvidenceWindow:
         if self._history_flat is None:
             self._history_flat = tuple(r for _, batch in self._history for r in batch)
         return self._history_flat
+
+    def audited(self) -> tuple[RolloutCompleted, ...]:
+        """The history's audited training rollouts (``evo_core.api.stats.audited``), in history
+        order: what induction learns from, kept step by step instead of rescanning the history."""
+        if self._audited_flat is None:
+            self._audited_flat = tuple(r for _, batch in self._audited for r in batch)
+        return self._audited_flat
 
     def eval_by_id(self, event_id: Optional[str]) -> Optional[EvalCompleted]:
         return next((e for e in reversed(self.evals) if e.event_id == event_id), None) if event_id else None

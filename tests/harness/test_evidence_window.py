@@ -28,3 +28,21 @@ def test_mean_reward_equals_history_scan(batches, ascending, keep):
         n += len(rows)
         for after in range(step - keep - 2, step + 2):
             assert w.mean_reward(after) == scanned(w, after)
+
+
+strict = st.sampled_from([None, True, False])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.lists(st.tuples(rewards, st.sampled_from(["train", "validation"]), strict),
+                                                        max_size=5)), max_size=25), st.integers(1, 6))
+def test_audited_index_equals_filtering_the_history(batches, keep):
+    from evo_core.api.stats import audited
+
+    w = EvidenceWindow("r", window_steps=2, history_steps=keep)
+    n = 0
+    for step, rows in batches:
+        w.add_step(step, [rollout(n + i, step=step, reward=rw, split=sp, strict=sc)
+                          for i, (rw, sp, sc) in enumerate(rows)], None)
+        n += len(rows)
+        assert list(w.audited()) == audited(w.history())

@@ -56,19 +56,6 @@ def _paid_value(audited: Sequence[Any], pay_threshold: float) -> float:
     return paid[len(paid) // 2] if paid else 1.0
 
 
-_LAST_AUDITED: list[Any] = [None, ()]  # (history tuple, its audited rows): every proposer of a pass reads the same
-
-
-def audited_rows(rows: Sequence[Any]) -> list[Any]:
-    if isinstance(rows, tuple) and rows is _LAST_AUDITED[0]:  # a tuple cannot change under the same identity
-        return list(_LAST_AUDITED[1])
-    out = [r for r in rows if r.split == "train" and r.infra_error is None and r.strict_correct is not None
-           and r.reward is not None]
-    if isinstance(rows, tuple):
-        _LAST_AUDITED[:] = [rows, tuple(out)]
-    return out
-
-
 class ContrastProposer:
     name, version = "contrast", "1"
     default_params = {"pay_threshold": 0.0, "min_positive": 8, "min_negative": 8, "min_precision": 0.8,
@@ -83,7 +70,7 @@ class ContrastProposer:
         triggers = [d for d in ctx.diagnoses if d.severity == "invalid"]
         if not triggers:
             return []
-        audited = audited_rows(ctx.history or ctx.window.rollouts)
+        audited = list(ctx.audited_history())
         out: list[Any] = list(self._revisions(ctx, audited, p))
         by_side = self._sides(triggers, ctx, float(p["pay_threshold"]))
         for side in SIDES:

@@ -68,9 +68,7 @@ def _summary(values: list[Any]) -> Any:
 
 def evidence_digest(ctx: ProposalContext, sample: int = SAMPLE) -> dict[str, Any]:
     """Audited evidence, bounded: samples of each group and per-name value summaries."""
-    from evo_plugins.proposers.contrast import audited_rows
-
-    rows = audited_rows(ctx.history or ctx.window.rollouts)
+    rows = ctx.audited_history()
     groups = {"paid_rejected": [r for r in rows if r.reward > 0 and not r.strict_correct],
               "paid_accepted": [r for r in rows if r.reward > 0 and r.strict_correct]}
     out: dict[str, Any] = {"audited": len(rows), **{f"n_{k}": len(v) for k, v in groups.items()}}
