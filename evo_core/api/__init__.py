@@ -17,6 +17,7 @@ from evo_core.api.domain import (
     Task,
     TaskSource,
     Verdict,
+    generated_splits,
     supports_batched_episodes,
     supports_episodes,
 )
@@ -57,7 +58,7 @@ from evo_core.signal_names import rename as rename_signals
 
 __all__ = [
     "Completion", "Domain", "EpisodeAgent", "EpisodeDomain", "EpisodeOutcome", "Task", "TaskSource", "Verdict",
-    "supports_episodes", "BatchedEpisodeDomain", "supports_batched_episodes",
+    "supports_episodes", "BatchedEpisodeDomain", "supports_batched_episodes", "generated_splits",
     "BaseDiagnostic", "Diagnostic", "Finding", "Window", "is_validation", "strict_metric",
     "INTERVENTION_KINDS", "Arms", "BacktestContext", "DiagnosticsReader", "Backtester", "BacktestOutcome", "Candidate", "Gate", "GateContext",
     "GateDecision", "Proposal", "ProposalContext", "ProposalRejection", "Proposer", "fingerprint",

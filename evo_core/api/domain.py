@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, runtime_checkable
 
 import attrs
@@ -148,3 +149,18 @@ class BatchedEpisodeDomain(Protocol):
 def supports_batched_episodes(domain: Any) -> bool:
     """Whether ``domain`` implements :class:`BatchedEpisodeDomain`."""
     return all(callable(getattr(domain, m, None)) for m in ("episode_reset", "episode_step", "episode_outcome"))
+
+
+def generated_splits(count: int, validation: int, test: int, salt: str) -> list[str]:
+    """The split of each of ``count`` generated problems: ``validation`` and then ``test`` of
+    them drawn by a shuffle seeded by ``salt``, the rest ``train``. Put every parameter that
+    shapes the problem space into ``salt``: the splits then depend only on it and the sizes,
+    fixed across runs and disjoint by construction."""
+    order = list(range(count))
+    random.Random(salt).shuffle(order)
+    out = ["train"] * count
+    for i in order[:validation]:
+        out[i] = "validation"
+    for i in order[validation:validation + test]:
+        out[i] = "test"
+    return out

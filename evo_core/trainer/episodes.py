@@ -109,11 +109,8 @@ def run_episode_groups(engine: Any, domain: Any, tasks: Sequence[Any], params: S
     """``params.n`` episodes per task, one after another, each with a fresh :class:`PolicyAgent`
     over ``engine``: per task, the conversations as samples (laid out with ``encode``), the
     final completions and the episodes' stats."""
-    groups: list[list[Sample]] = []
-    comps: list[list[Completion]] = []
-    stats: list[list[dict[str, Any]]] = []
+    done: list[tuple[Sample, Completion, dict[str, Any]]] = []
     for task in tasks:
-        g_s, g_c, g_st = [], [], []
         for _ in range(params.n):
             agent = PolicyAgent(engine, params, generator=generator)
             try:
@@ -125,13 +122,17 @@ def run_episode_groups(engine: Any, domain: Any, tasks: Sequence[Any], params: S
 
                 raise VerifierFailed(f"domain {getattr(domain, 'name', '?')!r} run_episode failed on task "
                                      f"{getattr(task, 'task_id', '?')!r}: {type(exc).__name__}: {exc}") from exc
-            g_s.append(sample)
-            g_c.append(comp)
-            g_st.append(st)
-        groups.append(g_s)
-        comps.append(g_c)
-        stats.append(g_st)
-    return groups, comps, stats
+            done.append((sample, comp, st))
+    return by_task(done, params.n)
+
+
+def by_task(episodes: Sequence[tuple[Sample, Completion, dict[str, Any]]], n: int
+            ) -> tuple[list[list[Sample]], list[list[Completion]], list[list[dict[str, Any]]]]:
+    """Episodes laid out task after task, ``n`` each, as the three per-task lists a step reads:
+    samples, final completions, episode stats."""
+    chunks = [episodes[t:t + n] for t in range(0, len(episodes), n)]
+    return ([[e[0] for e in c] for c in chunks], [[e[1] for e in c] for c in chunks],
+            [[e[2] for e in c] for c in chunks])
 
 
 def run_episode_batches(engine: Any, domain: Any, tasks: Sequence[Any], params: SamplingParams, *,
@@ -182,20 +183,11 @@ def run_episode_batches(engine: Any, domain: Any, tasks: Sequence[Any], params: 
                 prompts[i] = s.prompt + text + obs
                 still.append(i)
         live = still
-    groups: list[list[Sample]] = []
-    comps: list[list[Completion]] = []
-    stats: list[list[dict[str, Any]]] = []
-    for t in range(len(tasks)):
-        g_s, g_c, g_st = [], [], []
-        for i in range(t * n, (t + 1) * n):
-            comp, st = outcome_parts(domain.episode_outcome(envs[i]))
-            g_s.append(episode_sample(calls[i], encode, truncated=comp.truncated, decode=decode))
-            g_c.append(comp)
-            g_st.append(st)
-        groups.append(g_s)
-        comps.append(g_c)
-        stats.append(g_st)
-    return groups, comps, stats
+    done = []
+    for env, turns_taken in zip(envs, calls):
+        comp, st = outcome_parts(domain.episode_outcome(env))
+        done.append((episode_sample(turns_taken, encode, truncated=comp.truncated, decode=decode), comp, st))
+    return by_task(done, n)
 
 
 def rollout_episodes(engine: Any, domain: Any, tasks: Sequence[Any], params: SamplingParams, *,

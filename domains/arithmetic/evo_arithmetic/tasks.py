@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import random
 from urllib.parse import parse_qsl, urlparse
 
-from evo_core.api import Task, TaskSource
+from evo_core.api import Task, TaskSource, generated_splits
 
 SPLITS = ("train", "validation", "test")
 
@@ -47,13 +46,10 @@ def _generate(source: TaskSource, domain: str) -> list[Task]:
         raise ArithmeticTaskError(f"arithmetic: validation={n_val} + test={n_test} leave no training pairs "
                                   f"(only {len(pairs)})")
     # The splits depend only on (digits, sizes, seed): fixed across runs, disjoint by construction.
-    order = list(range(len(pairs)))
-    random.Random(f"addition:{digits}:{seed}").shuffle(order)
-    split_of = {i: "validation" for i in order[:n_val]}
-    split_of.update({i: "test" for i in order[n_val:n_val + n_test]})
+    splits = generated_splits(len(pairs), n_val, n_test, f"addition:{digits}:{seed}")
     return [Task(task_id=f"add-{a}-{b}", prompt=f"{a}+{b}=", gold=str(a + b), split=source.split, domain=domain,
                  meta={"a": a, "b": b})
-            for i, (a, b) in enumerate(pairs) if split_of.get(i, "train") == source.split]
+            for split, (a, b) in zip(splits, pairs) if split == source.split]
 
 
 def _jsonl(source: TaskSource, domain: str) -> list[Task]:

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Optional
 from urllib.parse import parse_qsl, urlparse
 
 from evo_code.problem import NOT_RUN, PASS, SKIPPED, STDIO, CodeProblem, TestCase
-from evo_core.api import Task, TaskSource
+from evo_core.api import Task, TaskSource, generated_splits
 
 SPLITS = ("train", "validation", "test")
 FAMILY = "tinycode"
@@ -135,15 +135,11 @@ def load(source: TaskSource, domain: str) -> list[Task]:
     if p["validation"] + p["test"] >= len(keys):
         raise TinyCodeError(f"code: validation={p['validation']} + test={p['test']} leave no training problems "
                             f"(only {len(keys)}) in {source.path!r}")
-    order = list(range(len(keys)))
-    # The splits depend only on the parameters: fixed across runs, disjoint by construction.
     tag = ":".join(str(p[k]) for k in ("kmax", "digits", "shown", "hidden", "validation", "test", "seed"))
-    random.Random(f"{FAMILY}:{','.join(p['ops'])}:{tag}").shuffle(order)
-    split_of = {i: "validation" for i in order[: p["validation"]]}
-    split_of.update({i: "test" for i in order[p["validation"]: p["validation"] + p["test"]]})
+    splits = generated_splits(len(keys), p["validation"], p["test"], f"{FAMILY}:{','.join(p['ops'])}:{tag}")
     out = []
-    for i, (op, k, n) in enumerate(keys):
-        if split_of.get(i, "train") != source.split:
+    for split, (op, k, n) in zip(splits, keys):
+        if split != source.split:
             continue
         prob, visible = problem(op, k, n, p)
         out.append(Task(task_id=prob.problem_id, prompt=prob.prompt, gold=prob.to_json(), split=source.split,

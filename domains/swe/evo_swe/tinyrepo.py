@@ -31,7 +31,7 @@ import random
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlparse
 
-from evo_core.api import Task, TaskSource
+from evo_core.api import Task, TaskSource, generated_splits
 
 FAMILY = "tinyrepo"
 SPLITS = ("train", "validation", "test")
@@ -127,14 +127,11 @@ def load(source: TaskSource, domain: str) -> list[Task]:
     if p["validation"] + p["test"] >= len(keys):
         raise TinyRepoError(f"swe: validation={p['validation']} + test={p['test']} leave no training problems "
                             f"(only {len(keys)}) in {source.path!r}")
-    order = list(range(len(keys)))
     tag = ":".join(str(p[k]) for k in ("kmax", "hidden", "validation", "test", "seed"))
-    random.Random(f"{FAMILY}:{','.join(p['ops'])}:{tag}").shuffle(order)
-    split_of = {i: "validation" for i in order[: p["validation"]]}
-    split_of.update({i: "test" for i in order[p["validation"]: p["validation"] + p["test"]]})
+    splits = generated_splits(len(keys), p["validation"], p["test"], f"{FAMILY}:{','.join(p['ops'])}:{tag}")
     out = []
-    for i, (op, k, n) in enumerate(keys):
-        if split_of.get(i, "train") != source.split:
+    for split, (op, k, n) in zip(splits, keys):
+        if split != source.split:
             continue
         prob = problem(op, k, n, p)
         y = prob["visible"][0][1]
