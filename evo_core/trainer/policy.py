@@ -195,18 +195,25 @@ class HFPolicy:
             samples.extend(self._sample_batch(flat[i:i + chunk_size], params, generator))
         return [samples[i * params.n:(i + 1) * params.n] for i in range(len(prompts))]
 
+    def left_padded(self, prompts: Sequence[str]) -> tuple[list[list[int]], Any, Any, Any]:
+        """The prompts encoded and left-padded into one batch, so that every row's next token
+        sits at the same column: (token lists, input ids, attention mask, positions)."""
+        torch = _torch()
+        enc = [self.encode_prompt(p) for p in prompts]
+        B, L = len(enc), max(len(e) for e in enc)
+        ids = torch.full((B, L), self.tokenizer.pad_id, dtype=torch.long)
+        attn = torch.zeros((B, L), dtype=torch.long)
+        for r, e in enumerate(enc):
+            ids[r, L - len(e):] = torch.tensor(e)
+            attn[r, L - len(e):] = 1
+        ids, attn = ids.to(self.device), attn.to(self.device)
+        return enc, ids, attn, (attn.cumsum(-1) - 1).clamp(min=0)
+
     def _sample_batch(self, prompts: Sequence[str], params: SamplingParams, generator: Any) -> list[Sample]:
         torch = _torch()
         tok = self.tokenizer
-        enc = [self.encode_prompt(p) for p in prompts]
-        B, L = len(enc), max(len(e) for e in enc)
-        input_ids = torch.full((B, L), tok.pad_id, dtype=torch.long)
-        attn = torch.zeros((B, L), dtype=torch.long)
-        for r, e in enumerate(enc):  # left padding: every row's next token sits at column L
-            input_ids[r, L - len(e):] = torch.tensor(e)
-            attn[r, L - len(e):] = 1
-        input_ids, attn = input_ids.to(self.device), attn.to(self.device)
-        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        enc, input_ids, attn, pos = self.left_padded(prompts)
+        B = len(enc)
         new_tokens: list[Any] = []
         new_lps: list[Any] = []
         done = torch.zeros(B, dtype=torch.bool, device=self.device)

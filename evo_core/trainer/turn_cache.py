@@ -81,17 +81,7 @@ class TurnCache:
     # -- feeding the prompts -----------------------------------------------------------------
     def _first(self, episodes: Sequence[int], prompts: Sequence[str]) -> Any:
         pol = self.policy
-        torch = _torch()
-        tok = pol.tokenizer
-        enc = [pol.encode_prompt(p) for p in prompts]
-        B, L = len(enc), max(len(e) for e in enc)
-        ids = torch.full((B, L), tok.pad_id, dtype=torch.long)
-        attn = torch.zeros((B, L), dtype=torch.long)
-        for r, e in enumerate(enc):
-            ids[r, L - len(e):] = torch.tensor(e)
-            attn[r, L - len(e):] = 1
-        ids, attn = ids.to(pol.device), attn.to(pol.device)
-        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        enc, ids, attn, pos = pol.left_padded(prompts)
         past, logits = pol._prefill(ids, attn, pos, enc)
         self.past = _growing(past)
         self.attn, self.next_pos, self.rows = attn, pos[:, -1] + 1, list(episodes)
