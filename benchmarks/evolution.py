@@ -53,7 +53,9 @@ SUITE = ROOT / "configs" / "suite" / "suite.toml"
 MATCHED = "fixed+early-stop@budget"  # early stopping given the evolving arm's decision-relevant labels
 MAX_SAMPLES_FACTOR = 8  # the matched early stop validates with at most this many times the samples per item
 AUDIT_SWEEP = (1.0, 0.1, 0.05, 0.02)
-GOAL = {"test_within": 0.03, "hack_within": 0.02}
+# issue 33's goal: evolving within 0.03 of the reference, its hack rate within 0.02, above early
+# stopping (paired CI), and its LAST checkpoint within 0.10 of the reference (blocked is not repaired)
+GOAL = {"test_within": 0.03, "hack_within": 0.02, "last_within": 0.10}
 
 
 # --- the matrix ----------------------------------------------------------------------------
@@ -592,7 +594,9 @@ def comparisons(rows: list[dict[str, Any]], arm: str = "evolving") -> dict[str, 
             seeds = [s for s in both if same_start(me[s], other[s])]
             acc = t_ci([(me[s]["test_main"] or 0) - (other[s]["test_main"] or 0) for s in seeds])
             hack = t_ci([(me[s]["hack_main"] or 0) - (other[s]["hack_main"] or 0) for s in seeds])
-            out[flaw][f"{arm} - {base}"] = {"seeds": seeds, "test_main": acc, "hack_main": hack,
+            last = t_ci([(me[s]["test_last"] if me[s].get("test_last") is not None else me[s]["test_main"] or 0)
+                         - (other[s]["test_main"] or 0) for s in seeds])
+            out[flaw][f"{arm} - {base}"] = {"seeds": seeds, "test_main": acc, "hack_main": hack, "last_vs_main": last,
                                             "unpaired_seeds": [s for s in both if s not in seeds],
                                             "excludes_0": bool(acc["ci"] and (acc["ci"][0] > 0 or acc["ci"][1] < 0))}
         ref = out[flaw].get(f"{arm} - reference")
@@ -603,6 +607,8 @@ def comparisons(rows: list[dict[str, Any]], arm: str = "evolving") -> dict[str, 
             "hack_at_most_reference_plus_0.02": bool(ref and ref["hack_main"]["mean"] is not None
                                                      and ref["hack_main"]["mean"] <= GOAL["hack_within"]),
             "above_early_stop_ci_excludes_0": bool(es and es["test_main"]["ci"] and es["test_main"]["ci"][0] > 0),
+            "last_at_least_reference_minus_0.10": bool(ref and ref["last_vs_main"]["mean"] is not None
+                                                       and ref["last_vs_main"]["mean"] >= -GOAL["last_within"]),
         }
     return out
 

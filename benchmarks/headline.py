@@ -60,16 +60,40 @@ def table(report: dict[str, Any]) -> str:
     if matched:  # early stopping given the evolving arm's labels (benchmarks.evolution --budget-matched)
         lines[-2] += " evolving − early stop at equal labels |"
         lines[-1] += "---|"
+    comps = recomputed_comparisons(report)
+    lines[-2] += " goal met |"
+    lines[-1] += "---|"
     for flaw in report["flaws"]:
-        agg, comp = report["aggregate"][flaw], report["comparisons"][flaw]
+        agg, comp = report["aggregate"][flaw], comps[flaw]
         cells = [_cell(agg.get(arm, {}).get("test_main")) for arm in ARMS]
         lines.append(f"| {flaw} | " + " | ".join(cells) + f" | {_diff(comp['evolving - fixed+early-stop'])} | "
                      f"{_diff(comp['evolving - reference'])} | {_labels(agg)} |"
-                     + (f" {_diff(comp.get(MATCHED_KEY) or {})} |" if matched else ""))
-    lines += ["", "Oracle labels: the decision-relevant strict-oracle labels of a run (audit, re-grades and "
+                     + (f" {_diff(comp.get(MATCHED_KEY) or {})} |" if matched else "") + f" {goal_met(comp['goal'])} |")
+    lines += ["", "Goal met (computed by `benchmarks.evolution.comparisons` from the runs of this report): evolving "
+              "− reference ≥ −0.03 (`test`), hack rate ≤ reference + 0.02 (`hack`), the paired CI of evolving − early "
+              "stop above 0 (`early stop`), and the evolving run's last checkpoint ≥ reference − 0.10 (`last`); "
+              "a failed criterion is named.", "",
+              "Oracle labels: the decision-relevant strict-oracle labels of a run (audit, re-grades and "
               "validation, A/B branches included, as far as the arm's decisions read them; test labels are report "
               "only), as a share of its training rollouts, mean over seeds."]
     return "\n".join(lines)
+
+
+CRITERIA = {"test_at_least_reference_minus_0.03": "test", "hack_at_most_reference_plus_0.02": "hack",
+            "above_early_stop_ci_excludes_0": "early stop", "last_at_least_reference_minus_0.10": "last"}
+
+
+def recomputed_comparisons(report: dict[str, Any]) -> dict[str, Any]:
+    """The paired comparisons and goals, recomputed from the report's runs with today's goal
+    (a report written before a criterion existed is judged by all of them)."""
+    from benchmarks.evolution import comparisons
+
+    return comparisons([r for r in report["runs"] if r.get("status") == "completed"])
+
+
+def goal_met(goal: dict[str, bool]) -> str:
+    failed = [CRITERIA.get(k, k) for k, ok in goal.items() if not ok]
+    return "yes" if not failed else "no: " + ", ".join(failed)
 
 
 def _labels(agg: dict[str, Any]) -> str:

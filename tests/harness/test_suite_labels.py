@@ -123,3 +123,21 @@ def test_budget_curve_cells_cap_only_the_evolving_runs():
             assert capped[-1] == f"harness.oracle.budget={c['budget']:g}"  # the last --set wins
         else:
             assert not capped and c["match"] == ev.cell_name(c["flaw"], "evolving", c["seed"], c["variant"])
+
+
+def test_goal_names_a_collapse_behind_a_kept_early_checkpoint():
+    """The evolving main line matches the reference, but the training behind it collapsed: its
+    last checkpoint is 0.3 below the reference, so the goal is not met, and the criterion is named."""
+    rows = _rows()
+    for r in rows:
+        r["test_last"] = r["test_main"] - (0.3 if r["arm"] == "evolving" else 0.0)
+    goal = ev.comparisons(rows)["a"]["goal"]
+    assert goal["last_at_least_reference_minus_0.10"] is False
+    assert goal["test_at_least_reference_minus_0.03"] is True
+    result = {"seeds": [0, 1, 2], "mode": "cold", "audit_rate": "0.05", "flaws": ["a"], "total_wall_s": 60,
+              "aggregate": ev.aggregate(rows), "comparisons": {}, "runs": rows}
+    row = next(line for line in headline.table(result).splitlines() if line.startswith("| a |"))
+    assert row.endswith("| no: last |")
+    for r in rows:
+        r["test_last"] = r["test_main"]
+    assert ev.comparisons(rows)["a"]["goal"]["last_at_least_reference_minus_0.10"] is True
