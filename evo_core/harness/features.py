@@ -113,17 +113,22 @@ def task_features(prompt: str) -> dict[str, Any]:
     }
 
 
-def _task_relative(numbers: Sequence[str], prompt: str) -> dict[str, Any]:
-    """How the response's numbers relate to the prompt's."""
+def _prompt_numbers(prompt: str) -> tuple[frozenset[str], int]:
+    """The prompt's numbers as values, and the digits of its widest one."""
     pnums = NUMBER.findall(prompt[:MAX_CHARS])
-    pkeys = {_number_key(n) for n in pnums}
+    return frozenset(_number_key(n) for n in pnums), max((_digits_of(n) for n in pnums), default=0)
+
+
+def _task_relative(numbers: Sequence[str], prompt_numbers: tuple[frozenset[str], int]) -> dict[str, Any]:
+    """How the response's numbers relate to the prompt's."""
+    pkeys, widest = prompt_numbers
     share = sum(_number_key(n) in pkeys for n in numbers) / len(numbers) if numbers else 0.0
-    widest = max((_digits_of(n) for n in pnums), default=0)
     gap = _digits_of(numbers[-1]) - widest if numbers else 0
     return {"prompt_number_share": round(share, 4), "number_digits_gap": gap}
 
 
-def response_features(text: str, *, prompt: str = "", n_tokens: int = 0, truncated: bool = False) -> dict[str, Any]:
+def response_features(text: str, *, prompt: str = "", n_tokens: int = 0, truncated: bool = False,
+                      _prompt_nums: Optional[tuple[frozenset[str], int]] = None) -> dict[str, Any]:
     t = text[:MAX_CHARS]
     stripped = t.strip()
     numbers = NUMBER.findall(t)
@@ -147,7 +152,7 @@ def response_features(text: str, *, prompt: str = "", n_tokens: int = 0, truncat
         "last_char": stripped[-1] if stripped else "",
         "prompt_overlap": _prompt_overlap(stripped, prompt),
         "truncated": bool(truncated),
-        **_task_relative(numbers, prompt),
+        **_task_relative(numbers, _prompt_numbers(prompt) if _prompt_nums is None else _prompt_nums),
     }
 
 
@@ -190,5 +195,14 @@ def group_features(texts: Sequence[str]) -> list[dict[str, Any]]:
 def features_for_group(texts: Sequence[str], prompt: str, n_tokens: Sequence[int], truncated: Sequence[bool]) -> list[dict[str, Any]]:
     rel = group_features(texts)
     task = task_features(prompt)
-    return [{**task, **response_features(t, prompt=prompt, n_tokens=n, truncated=tr), **g}
-            for t, n, tr, g in zip(texts, n_tokens, truncated, rel)]
+    pnums = _prompt_numbers(prompt)
+    # a group's samples often repeat one another: a response's own features are computed once
+    own: dict[tuple[str, int, bool], dict[str, Any]] = {}
+    out = []
+    for t, n, tr, g in zip(texts, n_tokens, truncated, rel):
+        key = (t, int(n), bool(tr))
+        feats = own.get(key)
+        if feats is None:
+            feats = own[key] = response_features(t, prompt=prompt, n_tokens=n, truncated=tr, _prompt_nums=pnums)
+        out.append({**task, **feats, **g})
+    return out
