@@ -104,8 +104,9 @@ class RunLoop:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evo-blobs")
         self.blobs: Any = None  # the store's blobs, written behind (_begin); joined before each commit
         # the resume checkpoint is serialised, hashed and written while the step's events are
-        # built and its harness pass runs; the commit waits for it (see _one_step)
-        self._ck_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evo-checkpoint")
+        # built and its harness pass runs; the commit waits for it (see _one_step). Two workers: the
+        # weights' digest (awaited first) does not queue the checkpoint behind it
+        self._ck_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evo-checkpoint")
         self._ck_pending: Optional[Any] = None
         self.harness: Optional[HarnessEngine] = None
         self.lease: Optional[RunLease] = None  # this process's lease on the run (one writer per run)
