@@ -7,7 +7,9 @@ training verifier; JSON on stdout.
         --train "generate://tinyrepo?ops=add,sub&kmax=9&hidden=3&validation=200&test=400&seed=0"
 
 ``--weights PATH`` evaluates saved weights instead of training; ``--out PATH`` saves them;
-``--init PATH`` starts the SFT from saved weights (a long warm start in time-boxed parts).
+``--init PATH`` starts the SFT from saved weights (a long warm start in time-boxed parts);
+``--save-dir DIR`` saves the policy as a model directory that ``evo run`` starts RL from
+(``--set policy.kind="hf" --set policy.path="DIR" --set sft.enabled=false``).
 Reported per decoding: ``strict_acc`` (the oracle's accuracy), ``paid`` (the flawed verifier's),
 ``hack`` (paid but rejected by the oracle), ``fixed_line`` (the share of episodes whose last
 edit wrote exactly the fix), ``edited`` (episodes with a successful edit), ``parsed`` (tool calls
@@ -76,7 +78,10 @@ def main(argv: Any = None) -> int:
     ap.add_argument("--plant-rate", type=float, default=-1.0, help="default: the config's")
     ap.add_argument("--weights", default="", help="evaluate these weights (no SFT)")
     ap.add_argument("--init", default="", help="start the SFT from these weights (a longer warm start in parts)")
-    ap.add_argument("--out", default="", help="save the SFT'd weights here")
+    ap.add_argument("--out", default="", help="save the SFT'd weights here (a state dict, for --init/--weights)")
+    ap.add_argument("--save-dir", default="", help="also save the SFT'd policy as a model directory, which a run "
+                                                   "starts RL from: --set policy.kind=\"hf\" --set policy.path=\"DIR\" "
+                                                   "--set sft.enabled=false")
     ap.add_argument("--split", default="validation")
     ap.add_argument("--expert-fix", default="", help="the SFT expert's fix form (const, expr; default: the config's)")
     ap.add_argument("--threads", type=int, default=1)
@@ -124,6 +129,9 @@ def main(argv: Any = None) -> int:
                       "seconds": round(metrics["sft_time_s"], 1)}
         if args.out:
             torch.save(policy.model.state_dict(), args.out)
+    if args.save_dir:
+        policy.save(args.save_dir)
+        out["save_dir"] = args.save_dir
     tasks = domain.load_tasks(TaskSource(path=url, split=args.split))
     out[args.split] = {"greedy": evaluate(policy, domain, tasks, cfg, 0.0, cfg.run.seed),
                        "sampled": evaluate(policy, domain, tasks, cfg, 1.0, cfg.run.seed)}
