@@ -69,6 +69,10 @@ def table(report: dict[str, Any]) -> str:
         lines.append(f"| {flaw} | " + " | ".join(cells) + f" | {_diff(comp['evolving - fixed+early-stop'])} | "
                      f"{_diff(comp['evolving - reference'])} | {_labels(agg)} |"
                      + (f" {_diff(comp.get(MATCHED_KEY) or {})} |" if matched else "") + f" {goal_met(comp['goal'])} |")
+    met = [f for f in report["flaws"] if all(comps[f]["goal"].values())]
+    missed = [f"{f} ({goal_met(comps[f]['goal'])[4:]})" for f in report["flaws"] if f not in met]
+    lines += ["", f"**Goal met on {len(met)} of {len(report['flaws'])} flaws**"
+              + (f"; not met: {'; '.join(missed)}." if missed else ".")]
     lines += ["", "Goal met (computed by `benchmarks.evolution.comparisons` from the runs of this report): evolving "
               "− reference ≥ −0.03 (`test`), hack rate ≤ reference + 0.02 (`hack`), the paired CI of evolving − early "
               "stop above 0 (`early stop`), and the evolving run's last checkpoint ≥ reference − 0.10 (`last`); "
