@@ -41,6 +41,37 @@ class _HashingWriter:
         self.fh.flush()
 
 
+def snapshot(state: Any) -> Any:
+    """A copy of ``state`` that later training cannot change: every tensor copied to CPU memory,
+    the containers rebuilt (dicts, lists, tuples), other values kept (they are immutable or
+    fresh: RNG states, counters). One tensor under two names (tied weights) stays one tensor,
+    so the file is the same size as the live state's.
+    What it costs is one memory copy, on the critical path; what it buys is that serialising,
+    hashing and writing the checkpoint can run while the next step updates the weights."""
+    import torch
+
+    copies: dict[tuple[Any, ...], Any] = {}
+
+    def copy(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            key = (v.untyped_storage().data_ptr(), v.device, v.dtype, v.storage_offset(), tuple(v.shape), v.stride())
+            if key not in copies:
+                copies[key] = v.detach().to("cpu", copy=True)
+            return copies[key]
+        if isinstance(v, dict):
+            out = type(v)((k, copy(x)) for k, x in v.items())
+            if hasattr(v, "_metadata"):  # a module state_dict's versions, which load_state_dict reads
+                out._metadata = v._metadata  # type: ignore[attr-defined]
+            return out
+        if isinstance(v, list):
+            return [copy(x) for x in v]
+        if isinstance(v, tuple) and not hasattr(v, "_fields"):
+            return tuple(copy(x) for x in v)
+        return v
+
+    return copy(state)
+
+
 class Checkpoints:
     def __init__(self, root: str, run_id: str, keep: int = 2) -> None:
         self.dir = os.path.abspath(os.path.join(root, run_id))

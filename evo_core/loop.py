@@ -8,8 +8,12 @@ and digest), ``PolicyUpdated``, any ``PluginFailed``, the evaluations that are d
 harness pass over that step* (its diagnoses, proposals, backtests, decisions and a closing
 ``HarnessPassCompleted``). A step and its harness work are committed together or not at all.
 
-A restore the harness decided (``PolicyUpdated(target="restore")``) is carried out after the
-commit. ``--resume`` loads the resume checkpoint of the last committed step, carries out any
+A step's batch is folded into the harness state as soon as its pass is done, and committed
+after the *next* step's compute: its resume checkpoint (a CPU snapshot taken when the step
+ended) is serialised, hashed and written while that compute runs, so the commit never waits
+for it. Nothing reads the store in between; a crash loses at most the folded, uncommitted step,
+which a resume recomputes. A restore the harness decided (``PolicyUpdated(target="restore")``)
+is carried out once the step is folded. ``--resume`` loads the resume checkpoint of the last committed step, carries out any
 restore that step committed, and goes on: an uncommitted step, and its harness pass, are
 recomputed from the checkpoint, deterministically, never duplicated.
 
@@ -33,7 +37,7 @@ import attrs
 import structlog
 
 from evo_core import faults
-from evo_core.checkpoints import CheckpointError, Checkpoints
+from evo_core.checkpoints import CheckpointError, Checkpoints, snapshot
 from evo_core.code_version import code_version
 from evo_core.config import ConfigError, RunConfig, config_hash
 from evo_core.harness import EvidenceWindow, HarnessEngine, LivePort, PassInput, build_harness
@@ -73,6 +77,17 @@ class RunOutcome:
     timings: dict[str, float] = attrs.Factory(dict)
 
 
+@attrs.define
+class _PendingCommit:
+    """A step folded into the harness state whose append waits for its resume checkpoint."""
+
+    step: int
+    batch: list[Event]
+    version: int  # the stream's version before the batch
+    resume: dict[str, str]  # the StepCompleted's own resume_checkpoint dict
+    checkpoint: Any  # the future of Checkpoints.save
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -103,18 +118,20 @@ class RunLoop:
         self.last_eval: dict[str, Any] = {}
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evo-blobs")
         self.blobs: Any = None  # the store's blobs, written behind (_begin); joined before each commit
-        # the resume checkpoint is serialised, hashed and written while the step's events are
-        # built and its harness pass runs; the commit waits for it (see _one_step). Two workers: the
-        # weights' digest (awaited first) does not queue the checkpoint behind it
+        # the resume checkpoint is serialised, hashed and written while the next step computes;
+        # the step's commit waits for it (_persist_pending). Two workers: the weights' digest
+        # (awaited before the harness pass) does not queue behind a checkpoint
         self._ck_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evo-checkpoint")
-        self._ck_pending: Optional[Any] = None
+        self._pending: Optional[_PendingCommit] = None  # the last step's batch: folded, not yet committed
         self.harness: Optional[HarnessEngine] = None
         self.lease: Optional[RunLease] = None  # this process's lease on the run (one writer per run)
 
     # -- appending --------------------------------------------------------------------------
     def _append(self, events: Sequence[Event], *, final: bool = False) -> None:
-        """Append at the stream's version and fold. ``final``: the sealed ``RunFinished`` batch,
-        after which nothing may be appended (a sink that fails on it is logged, not recorded)."""
+        """Append at the stream's version and fold (after the step still waiting for its commit).
+        ``final``: the sealed ``RunFinished`` batch, after which nothing may be appended (a sink
+        that fails on it is logged, not recorded)."""
+        self._persist_pending()
         if not events:
             return
         t0 = time.perf_counter()
@@ -130,9 +147,46 @@ class RunLoop:
         self._observe(events, final=final)
         self.timings["observe"] += time.perf_counter() - t1
 
+    def _fold_step(self, step: int, batch: list[Event], resume: dict[str, str], checkpoint: Any) -> None:
+        """Fold a finished step's batch now (the next step samples under its decisions); its
+        commit waits for the next step's compute, so that its checkpoint is written meanwhile."""
+        assert self._pending is None, "a step folded before the previous one was committed"
+        with _uninterrupted():
+            self._pending = _PendingCommit(step, batch, self.version, resume, checkpoint)
+            for ev in batch:
+                self.version += 1
+                apply(self.state, ev, self.version)
+
+    def _persist_pending(self) -> None:
+        """Commit the folded step: its checkpoint and trajectory blob on disk first (resume and
+        the events' blob references need them), then one append at the version it was folded at."""
+        p = self._pending
+        if p is None:
+            return
+        faults.point("before_commit")
+        t0 = time.perf_counter()
+        p.resume.update(dict(p.checkpoint.result()))  # a failed write raises here: nothing is committed
+        t1 = time.perf_counter()
+        self.timings["checkpoint"] += t1 - t0
+        self._join_writes()  # the step's trajectory blob is on disk before its events are committed
+        t2 = time.perf_counter()
+        self.timings["blobs"] += t2 - t1
+        if self.lease is not None:
+            self.lease.renew()
+        with _uninterrupted():
+            self._pending = None
+            self.store.append(self.stream, p.batch, expected_version=p.version)
+        t3 = time.perf_counter()
+        self.timings["append"] += t3 - t2
+        self._observe(p.batch)
+        self.timings["observe"] += time.perf_counter() - t3
+        faults.point("after_commit")
+        self.ckpt.gc(p.step)
+
     def _finish(self, finished: RunFinished, preceding: Sequence[Event] = ()) -> None:
         """Seal the run: ``RunFinished`` carries the stream's head (``evo verify`` detects a cut
         or extended tail), and is the last event of the batch."""
+        self._persist_pending()
         sealed = seal_run_finished(self.store, finished, expected_version=self.version, preceding=list(preceding))
         self._append([*preceding, sealed], final=True)
         head = self.store.head(self.stream)
@@ -351,12 +405,6 @@ class RunLoop:
         if self.blobs is not None:
             self.blobs.join()  # re-raises a failed write: never commit events that reference a missing blob
 
-    def _join_checkpoint(self) -> dict[str, str]:
-        """The step's resume checkpoint as the log records it (``{"path", "sha256"}``), once
-        it is on disk; a failed write raises here, before anything is committed."""
-        fut, self._ck_pending = self._ck_pending, None
-        return dict(fut.result()) if fut is not None else {}
-
     def _oracle_labels(self) -> dict[str, float]:
         """The oracle labels drawn since the last call (``oracle_labels.<scope>.<purpose>``, see
         ``evo_core.trainer.oracle``), added to the run's totals; {} for a session without an
@@ -480,8 +528,9 @@ class RunLoop:
                 signal.signal(signal.SIGTERM, previous)
             if self.progress is not None:
                 self.progress.end_run()
-            with contextlib.suppress(Exception):  # a stopped step's checkpoint is not recorded anywhere
-                self._join_checkpoint()
+            if self._pending is not None:  # a failed commit's checkpoint is not recorded anywhere
+                with contextlib.suppress(Exception):
+                    self._pending.checkpoint.result()
             self._pool.shutdown(wait=True)
             self._ck_pool.shutdown(wait=True)
         self.timings["backtest_branches"] = self.port.branch_s
@@ -523,16 +572,15 @@ class RunLoop:
         res = self.session.rl_step(self.state)
         self.timings["compute"] += time.perf_counter() - t0
         faults.point("after_compute")
+        self._persist_pending()  # the previous step: its checkpoint was written during this compute
         t1 = time.perf_counter()
         traj = self._put_json_async(trajectory_payload(self.run_id, res)) if self.cfg.run.trajectories else None
         self.timings["blobs"] += time.perf_counter() - t1
         t1 = time.perf_counter()
-        # the state is captured now (RNG states copied; the weights and optimizer tensors are the
-        # live ones, and nothing changes them before the commit: a restore the harness decides
-        # is carried out after it), then written off the critical path; the commit waits for it
-        # the weights' digest first (hashing releases the GIL: it overlaps building the events)
+        # a CPU snapshot of the state now (the next update and a restore change the live tensors),
+        # written off the critical path; the weights' digest first (hashing releases the GIL)
         digest_fut = self._ck_pool.submit(self.session.policy.digest) if res.updated else None
-        self._ck_pending = self._ck_pool.submit(self.ckpt.save, res.step, self.session.resume_state())
+        ck_fut = self._ck_pool.submit(self.ckpt.save, res.step, snapshot(self.session.resume_state()))
         self.timings["checkpoint"] += time.perf_counter() - t1
         t1 = time.perf_counter()
         rollouts = rollout_events(self.run_id, res, traj)
@@ -565,16 +613,7 @@ class RunLoop:
         # the event's own and nothing has read these keys yet: the step is not committed
         step_ev.metrics.update(self._oracle_labels())
         step_ev.metrics.update(self._oracle_budget())
-        faults.point("before_commit")
-        t2 = time.perf_counter()
-        resume.update(self._join_checkpoint())  # resume needs it on disk before the step is committed
-        self.timings["checkpoint"] += time.perf_counter() - t2
-        t2 = time.perf_counter()
-        self._join_writes()  # the step's trajectory blob is on disk before its events are committed
-        self.timings["blobs"] += time.perf_counter() - t2
-        self._append(batch)
-        faults.point("after_commit")
-        self.ckpt.gc(res.step)
+        self._fold_step(res.step, batch, resume, ck_fut)
         for ev in batch:
             if isinstance(ev, PolicyUpdated) and ev.target == "restore":
                 self._restore(ev)
