@@ -102,6 +102,9 @@ def evaluate_policy(policy: Any, domain: Any, tasks: Sequence[Task], eval_cfg: A
     if not tasks:
         return EvalResult(item_scores={}, metrics={}, split=split)
     max_new = eval_cfg.max_new_tokens or rl.max_new_tokens
+    # the stop strings are the reply format (an episode's tool call ends at its newline), not a
+    # sampling choice: without them an evaluated reply runs on past its call and never parses
+    stop = tuple(getattr(rl, "stop", ()) or ())
     purpose = "test" if split == "test" else "validation"
     prompts = [t.prompt for t in tasks]
     metrics: dict[str, Optional[float]] = {}
@@ -122,11 +125,11 @@ def evaluate_policy(policy: Any, domain: Any, tasks: Sequence[Task], eval_cfg: A
     if eval_cfg.samples > 0:
         gen = torch.Generator(device="cpu").manual_seed(seed)
         groups, comps = sample(SamplingParams(n=eval_cfg.samples, temperature=eval_cfg.temperature,
-                                              max_new_tokens=max_new), gen)
+                                              max_new_tokens=max_new, stop=stop), gen)
         sampled, item_scores = score_groups(domain, tasks, groups, strict, comps, oracle=oracle, purpose=purpose)
         metrics.update(sampled)
     if eval_cfg.greedy:
-        groups, comps = sample(SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new))
+        groups, comps = sample(SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new, stop=stop))
         greedy, greedy_items = score_groups(domain, tasks, groups, strict, comps, oracle=oracle, purpose=purpose)
         metrics.update({f"{k}_greedy": v for k, v in greedy.items()})
         if not item_scores:

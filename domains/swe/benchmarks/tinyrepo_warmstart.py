@@ -84,6 +84,8 @@ def main(argv: Any = None) -> int:
                                                    "--set sft.enabled=false")
     ap.add_argument("--split", default="validation")
     ap.add_argument("--expert-fix", default="", help="the SFT expert's fix form (const, expr; default: the config's)")
+    ap.add_argument("--flaw", default="", help="the flaw whose exploit the plant shows and whose verifier `paid` uses "
+                                               "(visible_tests, budget_stop, none; default: the config's)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
 
@@ -102,8 +104,11 @@ def main(argv: Any = None) -> int:
     options = dict(cfg.task.options)
     if args.expert_fix:
         options["expert_fix"] = args.expert_fix
+    if args.flaw:
+        options["flaw"] = args.flaw
     domain = SWEDomain().configure(options)
-    out: dict[str, Any] = {"train": url, "threads": args.threads, "expert_fix": domain.expert_fix}
+    out: dict[str, Any] = {"train": url, "threads": args.threads, "expert_fix": domain.expert_fix,
+                           "flaw": domain.flaw}
     t0 = time.perf_counter()
     if args.weights:
         policy.load_state_dict(torch.load(args.weights, map_location="cpu", weights_only=True))
