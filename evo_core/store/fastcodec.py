@@ -460,33 +460,47 @@ def _run_path(cls: type) -> tuple | None:
     return known
 
 
+RUN_BATCH = 256  # events per orjson call: their dicts stay below the collector's threshold
+
+
 def encode_run(cls: type, events: Sequence[Any]) -> list[bytes]:
     """``[fast_encode_payload(e) for e in events]`` for events all of exactly class ``cls``,
-    with one orjson call for the lot where it can."""
+    with one orjson call per ``RUN_BATCH`` events where it can.
+
+    Why not one call for the whole run: a call holds one new dict per event until it
+    returns, and more than ~700 live new containers start a garbage collection (the first
+    generation's threshold), which then walks all of them and promotes them; a 1,000-event
+    call measured 0.4 us per event of collection, 256 at a time none."""
     n = len(events)
     known = _RUNS.get(cls) or _run_path(cls)
-    if known is not None and n > 1:
-        run, start, sep = known
+    if known is None or n < 2:
+        return _one_by_one(cls, events)
+    run, start, sep = known
+    out: list[bytes] = []
+    for i in range(0, n, RUN_BATCH):
+        batch = events[i:i + RUN_BATCH]
         try:
-            out = run(events)
+            parts = run(batch)[1:-1].split(sep)
         except FALLBACK_ERRORS:
-            out = None
-        if out is not None:
-            parts = out[1:-1].split(sep)
-            if len(parts) == n:
-                last = parts[-1]
-                parts[-1] = last[:-1]  # its closing "}"; every piece now lacks its "{<first field>": and "}"
-                first = parts[0]
-                parts[0] = first[len(start):]
-                return [b"%s%s}" % (start, p) for p in parts]
+            parts = None
+        if parts is None or len(parts) != len(batch):
+            out += _one_by_one(cls, batch)
+            continue
+        parts[-1] = parts[-1][:-1]  # its closing "}"; every piece now lacks its "{<first field>": and "}"
+        parts[0] = parts[0][len(start):]
+        out += [b"%s%s}" % (start, p) for p in parts]
+    return out
+
+
+def _one_by_one(cls: type, events: Sequence[Any]) -> list[bytes]:
     encode = _ORJSON.get(cls) or first_path(cls)
-    out_list = []
+    out = []
     for ev in events:
         try:
-            out_list.append(encode(ev))
+            out.append(encode(ev))
         except FALLBACK_ERRORS:
-            out_list.append(_stdlib_path(ev, cls))
-    return out_list
+            out.append(_stdlib_path(ev, cls))
+    return out
 
 
 def class_runs(events: Sequence[Any]) -> list[tuple[type, int, int]]:

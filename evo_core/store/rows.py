@@ -66,7 +66,7 @@ def encode_rows(stream: str, key: Hashable, expected_version: int, prev_hash: st
     ASCII hex. Per chunk, events are taken as runs of one class: the class's type part,
     topic and header middle are looked up once per run, and its payloads come from one
     ``encode_run`` (one orjson call)."""
-    crc, ok_id = zlib.crc32, _ids_ok
+    crc = zlib.crc32
     stream_part = b"\x1f" + stream.encode("utf-8") + b"\x1f"
     prev, v = prev_hash.encode("ascii"), expected_version
     per_class: dict[type, tuple] = {}
@@ -81,24 +81,25 @@ def encode_rows(stream: str, key: Hashable, expected_version: int, prev_hash: st
                                           b" %d %s " % (cls.VERSION, recorded_at))
             type_part, topic, mid = known
             run = chunk[i:j]
-            eids = [ev.event_id for ev in run]
-            ok_id(eids)
+            eids = _encoded_ids([ev.event_id for ev in run])
             for eid, payload in zip(eids, encode_run(cls, run)):
                 v += 1
                 prev = hexlify(sha256(b"%s%s%d%s%s" % (prev, stream_part, v, type_part, payload)).digest())
-                head = b"%s%s%s" % (prev, mid, eid.encode("utf-8"))  # the header line of the module docstring
+                head = prev + mid + eid  # the header line of the module docstring
                 add((key, v, topic, b"%s %08x\n%s" % (head, crc(head), payload)))
         yield out
 
 
-def _ids_ok(eids: list) -> None:
-    """``StoreError`` unless every event id is a string the header can hold (no space or
-    newline); the common case, all alphanumeric, is one check for the whole run."""
+def _encoded_ids(eids: list) -> list[bytes]:
+    """The event ids as UTF-8, or ``StoreError`` unless every one is a string the header
+    can hold (no space or newline). The common case, all alphanumeric, is one check and
+    one encode for the whole run."""
     if _STR_ONLY.issuperset(map(type, eids)) and "".join(eids).isalnum():
-        return
+        return "\n".join(eids).encode("utf-8").split(b"\n")  # (no id holds a newline)
     for eid in eids:
         if eid.__class__ is not str or (not eid.isalnum() and (" " in eid or "\n" in eid)):
             raise StoreError(f"event id {eid!r} must be a string without whitespace")
+    return [eid.encode("utf-8") for eid in eids]
 
 
 _STR_ONLY = frozenset({str})

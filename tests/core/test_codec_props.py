@@ -177,6 +177,13 @@ def test_encode_many_falls_back_exactly(evs):
     assert encode_many(evs) == [encode_payload(e) for e in evs]
 
 
+def test_encode_run_in_batches_falls_back_batch_by_batch(monkeypatch):
+    monkeypatch.setattr(fastcodec, "RUN_BATCH", 2)
+    evs = [RolloutCompleted(run_id="r", event_id=f"e{i}", step=i, task_id="t", group_id="g", policy_version=0,
+                            reward=1e-05 if i == 2 else 0.5 * i) for i in range(7)]
+    assert encode_run(RolloutCompleted, evs) == [encode_payload(e) for e in evs]
+
+
 def _reference_rows(stream, version, prev, evs):
     out = []
     for ev in evs:
