@@ -1,4 +1,4 @@
-"""A faster, byte-identical path to the canonical event codec and chain hash.
+"""A faster, byte-identical path to the canonical event codec (``encode_many`` for runs of events).
 
 ``evo_events.encode_payload`` goes cattrs-unstructure → walk for non-finite floats →
 ``json.dumps(sort_keys=True)``. On a 1,000-event append that is most of the cost. Two
