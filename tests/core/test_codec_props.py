@@ -7,6 +7,7 @@ import json
 import math
 import uuid
 from pathlib import Path
+from typing import Any, Optional, Union
 
 import attrs
 import pytest
@@ -32,7 +33,9 @@ from evo_events import (
 )
 from evo_events.codec import CodecError
 from evo_events.upcasters import UpcastError
-from evo_core.store.fastcodec import chain_step, chain_type_part, fast_encode_payload
+from evo_core.store import fastcodec
+from evo_core.store.fastcodec import encode_many, encode_run, fast_encode_payload
+from evo_core.store.rows import chain_head, encode_rows, unpack_state
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "events"
 
@@ -132,14 +135,132 @@ def test_fast_codec_takes_the_orjson_path_for_plain_events():
     ev = RolloutCompleted(run_id="r", event_id="e", step=1, task_id="t", group_id="g", policy_version=0, reward=1.0,
                           signals={"answer_count": 2, "entropy": 0.25, "hedged": True, "path": ["a", "b"]})
     assert fastcodec.first_path(RolloutCompleted)(ev) == encode_payload(ev)
+    # and a run of them is one orjson call whose list splits back into the events' bytes
+    evs = [attrs.evolve(ev, event_id=f"e{i}", step=i) for i in range(5)]
+    run, start, sep = fastcodec._run_path(RolloutCompleted)
+    out = run(evs)
+    assert out.count(sep) == 4 and json.loads(out) == [json.loads(encode_payload(e)) for e in evs]
+    assert encode_run(RolloutCompleted, evs) == [encode_payload(e) for e in evs]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(events(finite=False), max_size=12), st.randoms(use_true_random=False))
+def test_encode_many_is_byte_identical_to_encoding_one_by_one(evs, rnd):
+    # runs of one class (what the one-orjson-call path takes) as well as mixed classes
+    evs = evs + [evs[0]] * rnd.randint(0, 3) if evs else evs
+    evs.sort(key=lambda e: type(e).__name__) if rnd.random() < 0.5 else None
+    assert encode_many(evs) == [encode_payload(e) for e in evs]
 
 
 @settings(max_examples=100, deadline=None)
-@given(events(finite=False), text, st.integers(1, 10**9))
-def test_chain_step_matches_the_chain_hash(ev, stream, version):
-    p = encode_payload(ev)
-    got = chain_step(GENESIS.encode(), stream.encode() + b"\x1f", version, chain_type_part(type(ev)), p)
-    assert got.decode("ascii") == chain_hash(GENESIS, stream, version, ev.TYPE, ev.VERSION, p)
+@given(st.lists(events(finite=True), min_size=2, max_size=6))
+def test_encode_run_takes_one_orjson_call_for_plain_events(evs):
+    runs = [ev for ev in evs if type(ev) is type(evs[0])]
+    assert encode_run(type(runs[0]), runs) == [encode_payload(e) for e in runs]
+
+
+def _nested_separator_run():
+    # a value that holds the separator between two events' bytes: the split must notice
+    sig = {"x": [{"caused_by": 1}, {"caused_by": 2}], "s": '},{"caused_by":'}
+    return [RolloutCompleted(run_id="r", event_id=f"e{i}", step=i, task_id="t", group_id="g", policy_version=0,
+                             reward=0.5, signals=sig if i == 1 else {}) for i in range(3)]
+
+
+@pytest.mark.parametrize("evs", [
+    _nested_separator_run(),
+    [RolloutCompleted(run_id="r", event_id="a", step=1, task_id="t", group_id="g", policy_version=0, reward=r)
+     for r in (0.5, 1e-05, float("nan"), 2.0)],  # one value the run path refuses: the whole run goes one by one
+    [StepCompleted(run_id="r", event_id="a", step=1, policy_version=1, harness_version=0, metrics={"m": v})
+     for v in (1.0, 2**70, None)],  # an int orjson cannot write
+], ids=["nested-separator", "tiny-float", "big-int"])
+def test_encode_many_falls_back_exactly(evs):
+    assert encode_many(evs) == [encode_payload(e) for e in evs]
+
+
+def test_encode_run_in_batches_falls_back_batch_by_batch(monkeypatch):
+    monkeypatch.setattr(fastcodec, "RUN_BATCH", 2)
+    evs = [RolloutCompleted(run_id="r", event_id=f"e{i}", step=i, task_id="t", group_id="g", policy_version=0,
+                            reward=1e-05 if i == 2 else 0.5 * i) for i in range(7)]
+    assert encode_run(RolloutCompleted, evs) == [encode_payload(e) for e in evs]
+
+
+def _reference_rows(stream, version, prev, evs):
+    out = []
+    for ev in evs:
+        version += 1
+        p = encode_payload(ev)
+        prev = chain_hash(prev, stream, version, ev.TYPE, ev.VERSION, p)
+        out.append((version, prev, p))
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(events(finite=False), min_size=1, max_size=8), text, st.integers(0, 10**9))
+def test_the_inlined_chain_matches_the_reference_chain_hash(evs, stream, version):
+    prev = GENESIS
+    rows = [r for chunk in encode_rows(stream, "k", version, prev, evs, b"1.5") for r in chunk]
+    want = _reference_rows(stream, version, prev, evs)
+    assert [(r[1], unpack_state(r[3], stream, r[1])[0], unpack_state(r[3], stream, r[1])[4]) for r in rows] == want
+    assert [r[2] for r in rows] == [ev.TYPE for ev in evs]
+    head = chain_head(stream, version, prev, evs)
+    assert (head.version, head.hash) == want[-1][:2]
+
+
+def test_the_chain_spans_chunks_and_class_runs(monkeypatch):
+    monkeypatch.setattr("evo_core.store.rows.CHUNK", 3)
+    evs = [StepCompleted(run_id="r", event_id=f"s{i}", step=i, policy_version=1, harness_version=0, metrics={}) if i % 4 == 0
+           else RolloutCompleted(run_id="r", event_id=f"r{i}", step=i, task_id="t", group_id="g", policy_version=0,
+                                 reward=0.25 * i) for i in range(11)]
+    chunks = list(encode_rows("run-x", "k", 5, GENESIS, evs, b"2.0"))
+    assert [len(c) for c in chunks] == [3, 3, 3, 2]
+    want = _reference_rows("run-x", 5, GENESIS, evs)
+    assert [unpack_state(r[3], "run-x", r[1])[0] for c in chunks for r in c] == [w[1] for w in want]
+
+
+def test_bad_event_ids_are_refused_wherever_they_are_in_a_run():
+    from evo_core.store.records import StoreError
+
+    for bad in ("has space", "two\nlines", 7):
+        evs = [RolloutCompleted(run_id="r", event_id=e, step=1, task_id="t", group_id="g", policy_version=0,
+                                reward=0.5) for e in ("ok1", bad, "ok-2")]
+        with pytest.raises(StoreError, match="event id"):
+            list(encode_rows("s", "k", 0, GENESIS, evs, b"1"))
+    fine = [RolloutCompleted(run_id="r", event_id=e, step=1, task_id="t", group_id="g", policy_version=0, reward=0.5)
+            for e in ("a-b", "x_y:z", "")]
+    assert len(list(encode_rows("s", "k", 0, GENESIS, fine, b"1"))[0]) == 3
+
+
+# A class written without ``from __future__ import annotations``: attrs then holds real types
+# (``typing.Optional[float]``, ``dict[str, typing.Any]``), not their text.
+_plain_fields = {"score": attrs.field(type=Optional[float]), "tags": attrs.field(type=tuple[str, ...], default=()),
+                 "extra": attrs.field(type=dict[str, Any], factory=dict), "who": attrs.field(type=Optional[Emitter],
+                                                                                           default=None),
+                 "maybe": attrs.field(type=Union[int, None], default=None), "n": attrs.field(type=int, default=0)}
+PlainAnnotations = event_type("evotest.PlainAnnotations", version=1)(
+    attrs.make_class("PlainAnnotations", _plain_fields, bases=(Event,), frozen=True, kw_only=True))
+
+
+@pytest.mark.parametrize("annotation, text", [
+    ("Optional[float]", "Optional[float]"), (Optional[float], "Optional[float]"), (float, "float"),
+    ("float | None", "Optional[float]"), (Union[None, str], "Optional[str]"), (dict[str, Any], "dict[str,Any]"),
+    (tuple[str, ...], "tuple[str,...]"), ("tuple[str, ...]", "tuple[str,...]"), (Emitter, "Emitter"),
+    (Optional[dict[str, Any]], "Optional[dict[str,Any]]"), (Union[int, str, None], "int|str|None"),
+])
+def test_annotation_text_is_the_same_with_and_without_string_annotations(annotation, text):
+    assert fastcodec._annotation_text(annotation) == text
+
+
+def test_a_class_without_string_annotations_takes_the_inline_checks():
+    fields = {a.name: a.type for a in attrs.fields(PlainAnnotations)}
+    assert fastcodec._orjson_field(fields["score"], "v")[0]  # a guard, not the generic attrs path
+    assert fastcodec._orjson_field(fields["maybe"], "v")[0]
+    assert fastcodec._run_field(fields["extra"], "v", 0)[0] == "v.__class__ is dict"
+    evs = [PlainAnnotations(run_id="r", event_id=f"e{i}", score=s, tags=("a",), extra={"k": [1, s]},
+                            who=Emitter("x", "1") if i else None, maybe=i)
+           for i, s in enumerate((0.5, None, 1e-05, 3.0))]
+    assert encode_many(evs) == [encode_payload(e) for e in evs]
+    assert encode_many(evs[:2]) == [encode_payload(e) for e in evs[:2]]
+    assert [fast_encode_payload(e) for e in evs] == [encode_payload(e) for e in evs]
 
 
 @settings(max_examples=200, deadline=None)
