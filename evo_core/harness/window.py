@@ -12,6 +12,7 @@ from collections import deque
 from typing import Iterable, Mapping, Optional, Sequence
 
 from evo_core.api import Window, is_validation
+from evo_core.harness.audited_index import AuditedIndex
 from evo_core.harness.validity import audited
 from evo_events import EvalCompleted, Event, FailureDiagnosed, RolloutCompleted, StepCompleted
 
@@ -25,6 +26,8 @@ class EvidenceWindow:
         # each history step's audited rollouts, filtered once when the step arrives
         self._audited: deque[tuple[int, list[RolloutCompleted]]] = deque()
         self._audited_flat: Optional[tuple[RolloutCompleted, ...]] = None
+        # the same audited rollouts with what induction reads of each, computed once (``audited_index``)
+        self._audited_index = AuditedIndex()
         self._rollouts: deque[tuple[int, list[RolloutCompleted]]] = deque()
         self._steps: deque[StepCompleted] = deque(maxlen=max(window_steps * 4, 50))
         self.evals: list[EvalCompleted] = []  # all validation evals: trends over evals need history
@@ -39,14 +42,17 @@ class EvidenceWindow:
     def add_step(self, step: int, rollouts: Sequence[RolloutCompleted], step_event: Optional[StepCompleted],
                  evals: Sequence[EvalCompleted] = ()) -> None:
         self._history_flat = self._audited_flat = None
+        new_audited = audited(rollouts)
         for buf, keep, rows in ((self._rollouts, self.window_steps, rollouts), (self._history, self.history_steps, rollouts),
-                                (self._audited, self.history_steps, audited(rollouts))):
+                                (self._audited, self.history_steps, new_audited)):
             if buf and buf[-1][0] == step:
                 buf[-1][1].extend(rows)
             else:
                 buf.append((step, list(rows)))
             while buf and buf[0][0] <= step - keep:
                 buf.popleft()
+        self._audited_index.add(step, new_audited)
+        self._audited_index.drop_through(step - self.history_steps)
         steps, rewards = self._reward_steps, self._rewards
         if self._ascending and step < self._last_step:
             self._ascending = False  # from now on mean_reward scans the history
@@ -107,6 +113,11 @@ class EvidenceWindow:
         if self._audited_flat is None:
             self._audited_flat = tuple(r for _, batch in self._audited for r in batch)
         return self._audited_flat
+
+    def audited_index(self) -> AuditedIndex:
+        """The audited rollouts of ``audited()`` with their induction columns and hash order,
+        kept step by step (``evo_core.harness.audited_index``)."""
+        return self._audited_index
 
     def eval_by_id(self, event_id: Optional[str]) -> Optional[EvalCompleted]:
         return next((e for e in reversed(self.evals) if e.event_id == event_id), None) if event_id else None
