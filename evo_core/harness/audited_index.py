@@ -18,6 +18,8 @@ import hashlib
 from collections import deque
 from typing import Any, Iterable, Optional, Sequence
 
+import numpy as np
+
 Column = tuple[str, str]  # ("feature" | "signal" | "field", name)
 
 
@@ -38,6 +40,92 @@ def hash_order_of(r: Any) -> str:
     return hashlib.sha1(r.event_id.encode()).hexdigest()
 
 
+# the classes a column's values are sorted into (``ColumnView.codes``)
+ABSENT, NONE, BOOL, INT, FLOAT, STR, OTHER = range(7)
+_CODES = {type(None): NONE, bool: BOOL, int: INT, float: FLOAT, str: STR}
+_MISS = object()  # the value id of an absent column
+
+
+class _Column:
+    """One column's values over the index's slots, as arrays: its class code, its value as
+    a float where the value is a number or a bool (NaN elsewhere), the value itself, and an
+    id per distinct (class, value). ``exotic``: a value these arrays cannot stand for (an
+    int beyond a float, an unhashable value) has been seen; readers then take the scalar path."""
+
+    __slots__ = ("codes", "num", "obj", "vid", "ids", "exotic")
+
+    def __init__(self, capacity: int) -> None:
+        self.codes = np.zeros(capacity, dtype=np.int8)  # ABSENT
+        self.num = np.full(capacity, np.nan)
+        self.obj = np.empty(capacity, dtype=object)
+        self.vid = np.zeros(capacity, dtype=np.int64)  # 0: absent
+        self.ids: dict[tuple[type, Any], int] = {(object, _MISS): 0}
+        self.exotic = False
+
+    def grow(self, capacity: int) -> None:
+        n = len(self.codes)
+        for name, fill in (("codes", ABSENT), ("num", np.nan), ("obj", None), ("vid", 0)):
+            old = getattr(self, name)
+            new = np.empty(capacity, dtype=old.dtype)
+            new[:n] = old
+            new[n:] = fill
+            setattr(self, name, new)
+
+    def put(self, slot: int, v: Any) -> None:
+        code = _CODES.get(v.__class__, OTHER)
+        self.codes[slot] = code
+        self.obj[slot] = v
+        if isinstance(v, (int, float)):
+            try:
+                self.num[slot] = float(v)
+            except OverflowError:
+                self.exotic = True
+        try:
+            key = (v.__class__, v)
+            vid = self.ids.get(key)
+            if vid is None:
+                vid = self.ids[key] = len(self.ids)
+            self.vid[slot] = vid
+        except TypeError:
+            self.exotic = True
+        if code == OTHER:
+            self.exotic = True
+
+
+class ColumnView:
+    """The columns of some indexed rollouts (in the order asked for), as arrays: for each
+    column name, ``codes``, ``num``, ``obj`` and ``vid`` (see ``_Column``) restricted to
+    those rows. ``keys``: the columns at least one of them has, sorted."""
+
+    def __init__(self, columns: dict[Column, _Column], slots: np.ndarray) -> None:
+        self._columns, self._slots = columns, slots
+        self.n = len(slots)
+        self.keys = sorted(k for k, c in columns.items() if (c.codes[slots] != ABSENT).any())
+
+    def exotic(self, key: Column) -> bool:
+        return self._columns[key].exotic
+
+    def codes(self, key: Column) -> np.ndarray:
+        return self._columns[key].codes[self._slots]
+
+    def num(self, key: Column) -> np.ndarray:
+        return self._columns[key].num[self._slots]
+
+    def obj(self, key: Column) -> np.ndarray:
+        return self._columns[key].obj[self._slots]
+
+    def vid(self, key: Column) -> np.ndarray:
+        return self._columns[key].vid[self._slots]
+
+    def values(self, key: Column) -> list[Any]:
+        """``[columns_of(r).get(key) for r in rows]``."""
+        return self.obj(key).tolist()
+
+    def take(self, lo: int, hi: int) -> "ColumnView":
+        """The view of rows ``lo:hi`` of this one."""
+        return ColumnView(self._columns, self._slots[lo:hi])
+
+
 class AuditedIndex:
     """Per audited rollout of the history: its columns and its hash-order key.
 
@@ -48,8 +136,13 @@ class AuditedIndex:
 
     def __init__(self) -> None:
         self._steps: deque[tuple[int, list[Any]]] = deque()
-        self._entries: dict[int, tuple[Any, dict[Column, Any], str]] = {}
+        self._entries: dict[int, tuple[Any, dict[Column, Any], str, int]] = {}
         self.version = 0  # bumped on every change: a reader's cache key
+        # the columns as arrays over slots (one slot per indexed rollout; freed slots are
+        # reclaimed by compacting once they outnumber the live ones)
+        self._columns: dict[Column, _Column] = {}
+        self._capacity = 64
+        self._used = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -62,8 +155,47 @@ class AuditedIndex:
             self._steps.append((step, rows))
         entries = self._entries
         for r in rows:
-            entries[id(r)] = (r, columns_of(r), hash_order_of(r))
+            old = entries.get(id(r))
+            if old is not None and old[0] is r:
+                continue  # indexed already
+            cols = columns_of(r)
+            entries[id(r)] = (r, cols, hash_order_of(r), self._put(cols))
         self.version += 1
+
+    def _put(self, cols: dict[Column, Any]) -> int:
+        if self._used == self._capacity:
+            self._compact()
+        if self._used == self._capacity:
+            self._capacity *= 2
+            for c in self._columns.values():
+                c.grow(self._capacity)
+        slot = self._used
+        self._used += 1
+        for k, v in cols.items():
+            col = self._columns.get(k)
+            if col is None:
+                col = self._columns[k] = _Column(self._capacity)
+            col.put(slot, v)
+        return slot
+
+    def _compact(self) -> None:
+        """Move the live entries to the first slots (in slot order) when most slots are free."""
+        live = sorted(self._entries.items(), key=lambda kv: kv[1][3])
+        if len(live) * 2 > self._used:
+            return
+        old = np.array([e[3] for _, e in live], dtype=np.int64)
+        n = len(live)
+        for col in self._columns.values():
+            for name in ("codes", "num", "obj", "vid"):
+                arr = getattr(col, name)
+                arr[:n] = arr[old]
+            col.codes[n:] = ABSENT
+            col.num[n:] = np.nan
+            col.obj[n:] = None
+            col.vid[n:] = 0
+        for slot, (key, e) in enumerate(live):
+            self._entries[key] = (e[0], e[1], e[2], slot)
+        self._used = n
 
     def drop_through(self, step: int) -> None:
         """Forget the rollouts of the steps ``<= step``."""
@@ -78,7 +210,7 @@ class AuditedIndex:
         if changed:
             self.version += 1
 
-    def _entry(self, r: Any) -> Optional[tuple[Any, dict[Column, Any], str]]:
+    def _entry(self, r: Any) -> Optional[tuple[Any, dict[Column, Any], str, int]]:
         hit = self._entries.get(id(r))
         return hit if hit is not None and hit[0] is r else None
 
@@ -95,5 +227,16 @@ class AuditedIndex:
     def columns_of_rows(self, rows: Sequence[Any]) -> list[dict[Column, Any]]:
         return [self.columns(r) for r in rows]
 
+    def view(self, rows: Sequence[Any]) -> Optional[ColumnView]:
+        """The columns of ``rows`` as arrays, or None when one of them is not indexed."""
+        entries = self._entries
+        slots = []
+        for r in rows:
+            hit = entries.get(id(r))
+            if hit is None or hit[0] is not r:
+                return None
+            slots.append(hit[3])
+        return ColumnView(self._columns, np.array(slots, dtype=np.int64))
 
-__all__ = ["AuditedIndex", "Column", "columns_of", "hash_order_of"]
+
+__all__ = ["AuditedIndex", "Column", "ColumnView", "columns_of", "hash_order_of"]

@@ -259,3 +259,56 @@ def test_induce_reads_the_engine_index_with_the_same_result():
     with_index, rep1 = induce(audited, index=index)
     without, rep2 = induce(audited)
     assert with_index == without and rep1 == rep2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["x", "y", "z"]), _column_value, max_size=3), min_size=0, max_size=40),
+       st.integers(0, 40), st.integers(0, 6),
+       st.lists(st.tuples(st.sampled_from([("feature", "x"), ("feature", "y"), ("feature", "z"), ("field", "length"),
+                                           ("signal", "s"), ("field", "truncated"), ("field", "step")]),
+                          st.sampled_from(["<", "<=", ">", ">=", "==", "!="]),
+                          st.one_of(st.integers(-3, 5), st.floats(allow_nan=True), st.booleans(),
+                                    st.sampled_from(["a", "b", "", 0.0, -0.0]))),
+                max_size=16))
+def test_the_index_arrays_give_the_scalar_answers(feats, n_pos, dropped, conds):
+    """Through the audited index's column arrays (after steps were dropped and slots
+    compacted), candidate conditions and bitsets are the scalar definitions' own."""
+    from evo_core.api.columns import AuditedIndex
+    from evo_plugins.proposers.induction import Condition, _bits, candidate_conditions, condition_bits
+
+    index = AuditedIndex()
+    old = [rollout(1000 + i, features={"x": i, "w": "old"}) for i in range(30)]
+    for s in range(dropped):
+        index.add(s, old[s * 5:(s + 1) * 5])
+    index.drop_through(dropped)
+    rows = [rollout(i, features=f, length=i % 7, signals={"s": f.get("z")} if i % 2 else {}) for i, f in enumerate(feats)]
+    for s in range(0, len(rows), 7):
+        index.add(100 + s, rows[s:s + 7])
+    view = index.view(rows)
+    assert view is not None
+    pos, neg = rows[:min(n_pos, len(rows))], rows[min(n_pos, len(rows)):]
+    cs = [Condition(ref, op, v) for ref, op, v in conds]
+    try:
+        want = _scalar_candidate_conditions(pos, neg)
+        want_bits = [_bits(c, pos) for c in cs], [_bits(c, neg) for c in cs]
+    except OverflowError:
+        return
+    assert candidate_conditions(pos, neg, view=view) == want
+    got_bits = (condition_bits(cs, pos, view=view.take(0, len(pos))), condition_bits(cs, neg, view=view.take(len(pos), view.n)))
+    assert got_bits == want_bits
+
+
+def test_index_drops_steps_and_compacts():
+    from evo_core.api.columns import AuditedIndex
+
+    index = AuditedIndex()
+    rows = [rollout(i, step=i // 10, features={"x": float(i)}) for i in range(300)]
+    for s in range(30):
+        index.add(s, rows[s * 10:(s + 1) * 10])
+        index.drop_through(s - 5)
+    assert len(index) == 50
+    live = rows[-50:]
+    view = index.view(live)
+    assert view is not None and view.values(("feature", "x")) == [float(i) for i in range(250, 300)]
+    assert index.view(rows[:1]) is None  # dropped: not in the index any more
+    assert index.columns(rows[0]) == {("feature", "x"): 0.0, ("field", "truncated"): False, ("field", "length"): rows[0].length}

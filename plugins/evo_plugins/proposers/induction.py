@@ -31,7 +31,7 @@ import attrs
 
 import numpy as np
 
-from evo_core.api import AuditedIndex
+from evo_core.api.columns import ABSENT, BOOL, FLOAT, INT, NONE, STR, AuditedIndex, ColumnView
 from evo_core.api.features import GROUP_RELATIVE
 from evo_core.api.specs import compile_predicate
 
@@ -240,12 +240,42 @@ def _thresholds_array(nums: np.ndarray) -> list[float]:
     return [round(m, 6) for m in mids]
 
 
+def _kind_of_view(view: ColumnView, key: tuple[str, str]) -> tuple[Optional[str], bool, Optional[np.ndarray]]:
+    """``_kind_of_column`` of an indexed column, from its class codes and float values alone;
+    with the column's numbers (pos then neg) when its kind is "number"."""
+    codes = view.codes(key)
+    present = np.bincount(codes, minlength=7)
+    has_none = bool(present[NONE] or present[ABSENT])  # an absent column reads as None
+    classes = {c for c in (BOOL, INT, FLOAT, STR) if present[c]}
+    if not classes:
+        return None, False, None
+    if classes == {BOOL}:
+        kind = "bool"
+    elif classes == {STR}:
+        kind = "category"
+    elif classes <= {INT, FLOAT}:
+        nums = view.num(key)[(codes == INT) | (codes == FLOAT)]
+        if not np.isfinite(nums).all():
+            return None, False, None
+        if len(classes) > 1 or has_none:
+            return "number", True, nums
+        return "number", np.unique(nums).size >= 2, nums
+    else:
+        return None, False, None
+    if len(classes) > 1 or has_none:
+        return kind, True, None
+    return kind, np.unique(view.vid(key)).size >= 2, None
+
+
 def candidate_conditions(pos: Sequence[Any], neg: Sequence[Any], *,
-                         values: Optional[Sequence[Mapping[tuple[str, str], Any]]] = None
-                         ) -> tuple[list[Condition], list[str]]:
+                         values: Optional[Sequence[Mapping[tuple[str, str], Any]]] = None,
+                         view: Optional[ColumnView] = None) -> tuple[list[Condition], list[str]]:
     """The conditions worth trying on the columns that vary across ``pos`` and ``neg``, and
     the columns considered. ``values``: the rows' ``_values`` (pos then neg), when the caller
-    has them already. Each column is classified and thresholded as one array."""
+    has them already; ``view``: the same rows' columns as the audited index's arrays, which
+    spares reading the rows at all. Each column is classified and thresholded as one array."""
+    if view is not None:
+        return _candidate_conditions_of_view(view, len(pos))
     rows = list(values) if values is not None else [_values(r) for r in list(pos) + list(neg)]
     pos_rows = rows[:len(pos)]
     keys = sorted({k for row in rows for k in row})
@@ -267,6 +297,37 @@ def candidate_conditions(pos: Sequence[Any], neg: Sequence[Any], *,
             counts: dict[str, int] = {}
             for row in pos_rows:
                 v = row.get(key)
+                if isinstance(v, str):
+                    counts[v] = counts.get(v, 0) + 1
+            for v, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_CATEGORIES]:
+                out += [Condition(key, "==", v), Condition(key, "!=", v)]
+    return out, considered
+
+
+def _candidate_conditions_of_view(view: ColumnView, npos: int) -> tuple[list[Condition], list[str]]:
+    out: list[Condition] = []
+    considered: list[str] = []
+    for key in view.keys:
+        nums = None
+        if view.exotic(key):  # a value the arrays cannot stand for: the column as a list
+            vals = view.values(key)
+            kind, varies = _kind_of_column(vals)
+            if kind == "number":
+                nums = np.fromiter((v for v in vals if v is not None), dtype=np.float64)
+        else:
+            kind, varies, nums = _kind_of_view(view, key)
+        if kind is None or not varies:
+            continue  # constant, missing or unusable: it separates nothing
+        considered.append(f"{key[0]}.{key[1]}")
+        if kind == "bool":
+            out += [Condition(key, "==", True), Condition(key, "==", False)]
+        elif kind == "number":
+            assert nums is not None
+            for t in _thresholds_array(nums):
+                out += [Condition(key, ">", t), Condition(key, "<=", t)]
+        else:
+            counts: dict[str, int] = {}
+            for v in view.obj(key)[:npos].tolist():
                 if isinstance(v, str):
                     counts[v] = counts.get(v, 0) + 1
             for v, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_CATEGORIES]:
@@ -306,13 +367,15 @@ def _pack(mask: np.ndarray) -> list[int]:
 
 
 def condition_bits(conds: Sequence[Condition], rows: Sequence[Any], *,
-                   values: Optional[Sequence[Mapping[tuple[str, str], Any]]] = None) -> list[int]:
+                   values: Optional[Sequence[Mapping[tuple[str, str], Any]]] = None,
+                   view: Optional[ColumnView] = None) -> list[int]:
     """``[_bits(c, rows) for c in conds]``, the same bitsets, computed per column rather than
     per condition. A column's ordering conditions (induction tries up to 2 × MAX_THRESHOLDS
     of them per feature) are compared against its values as one array; its equality
     conditions are decided once per distinct value (rows of one class and value answer a
     predicate on that column alike) on a representative row. ``values``: the rows'
-    ``_values``, when the caller has them already."""
+    ``_values``, when the caller has them already; ``view``: their columns as the audited
+    index's arrays (then the rows themselves are read only as representatives)."""
     out: list[Optional[int]] = [None] * len(conds)
     ordered: dict[tuple[str, str], list[int]] = {}
     equal: dict[tuple[str, str], list[int]] = {}
@@ -325,7 +388,13 @@ def condition_bits(conds: Sequence[Condition], rows: Sequence[Any], *,
             equal.setdefault(c.ref, []).append(k)
         else:
             out[k] = _bits(c, rows)
-    if ordered or equal:
+    if view is not None:
+        for ref in list(ordered) + list(equal):
+            if ref not in view.keys or view.exotic(ref):  # absent everywhere, or not as arrays
+                for k in ordered.pop(ref, []) + equal.pop(ref, []):
+                    out[k] = _bits(conds[k], rows)
+        _view_bits(conds, rows, view, ordered, equal, out)
+    elif ordered or equal:
         columns = values if values is not None else [_values(r) for r in rows]
         n = len(columns)
         for ref, ks in ordered.items():
@@ -366,6 +435,36 @@ def condition_bits(conds: Sequence[Condition], rows: Sequence[Any], *,
     return [b for b in out if b is not None]
 
 
+_CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
+
+
+def _ordered_bits(xs: np.ndarray, conds: Sequence[Condition], ks: list[int], out: list[Optional[int]]) -> None:
+    ts = np.array([float(conds[k].value) for k in ks], dtype=np.float64)[:, None]
+    ops = [conds[k].op for k in ks]
+    mask = np.empty((len(ks), len(xs)), dtype=bool)
+    for op in set(ops):
+        sel = [i for i, o in enumerate(ops) if o == op]
+        mask[sel] = _CMP[op](xs[None, :], ts[sel])
+    for k, b in zip(ks, _pack(mask)):
+        out[k] = b
+
+
+def _view_bits(conds: Sequence[Condition], rows: Sequence[Any], view: ColumnView, ordered: dict[tuple[str, str], list[int]],
+               equal: dict[tuple[str, str], list[int]], out: list[Optional[int]]) -> None:
+    for ref, ks in ordered.items():
+        _ordered_bits(view.num(ref), conds, ks, out)  # NaN where the predicate cannot order
+    for ref, ks in equal.items():
+        uniq, first, inverse = np.unique(view.vid(ref), return_index=True, return_inverse=True)
+        members = _pack(inverse[None, :] == np.arange(len(uniq))[:, None])
+        for k in ks:
+            pred = compile_predicate(conds[k].to_dsl())
+            b = 0
+            for rep, bits in zip(first.tolist(), members):
+                if pred(rows[rep]):
+                    b |= bits
+            out[k] = b
+
+
 def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
            exclude: Optional[Mapping[str, Any]] = None,
            index: Optional[AuditedIndex] = None) -> tuple[Optional[Induced], dict[str, Any]]:
@@ -387,14 +486,24 @@ def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
         return None, report
     fit_pos, test_pos = _stable_halves(pos, index)
     fit_neg, test_neg = _stable_halves(neg, index)
-    vals_pos, vals_neg = [_values(r, index) for r in fit_pos], [_values(r, index) for r in fit_neg]
-    cands, considered = candidate_conditions(fit_pos, fit_neg, values=vals_pos + vals_neg)
+    view = index.view(fit_pos + fit_neg) if index is not None else None
+    if view is not None:  # the fitting rows' columns as the index's arrays
+        vals_pos = vals_neg = None
+        cands, considered = candidate_conditions(fit_pos, fit_neg, view=view)
+    else:
+        vals_pos, vals_neg = [_values(r, index) for r in fit_pos], [_values(r, index) for r in fit_neg]
+        cands, considered = candidate_conditions(fit_pos, fit_neg, values=vals_pos + vals_neg)
     report["considered"] = considered
     if not cands:
         report["reason"] = "no feature or signal varies across the audited sample"
         return None, report
     # each condition as bitsets over the fitting half: a pair is an AND, scored by popcount
-    bits = list(zip(condition_bits(cands, fit_pos, values=vals_pos), condition_bits(cands, fit_neg, values=vals_neg)))
+    if view is not None:
+        npos = len(fit_pos)
+        bits = list(zip(condition_bits(cands, fit_pos, view=view.take(0, npos)),
+                        condition_bits(cands, fit_neg, view=view.take(npos, view.n))))
+    else:
+        bits = list(zip(condition_bits(cands, fit_pos, values=vals_pos), condition_bits(cands, fit_neg, values=vals_neg)))
     npos, nneg = len(fit_pos), len(fit_neg)
 
     b2 = settings.beta * settings.beta
