@@ -15,6 +15,7 @@ on the spot, with the same result: the index is a cache, never a second definiti
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import deque
 from typing import Any, Iterable, Optional, Sequence
 
@@ -71,25 +72,38 @@ class _Column:
             new[n:] = fill
             setattr(self, name, new)
 
-    def put(self, slot: int, v: Any) -> None:
-        code = _CODES.get(v.__class__, OTHER)
-        self.codes[slot] = code
-        self.obj[slot] = v
-        if isinstance(v, (int, float)):
-            try:
-                self.num[slot] = float(v)
-            except OverflowError:
+    def put_many(self, slots: list[int], vals: list[Any]) -> None:
+        """``put(slot, v)`` for each pair, the arrays written once."""
+        codes, nums, vids = [], [], []
+        ids = self.ids
+        for v in vals:
+            code = _CODES.get(v.__class__, OTHER)
+            codes.append(code)
+            if code == OTHER:
                 self.exotic = True
-        try:
-            key = (v.__class__, v)
-            vid = self.ids.get(key)
-            if vid is None:
-                vid = self.ids[key] = len(self.ids)
-            self.vid[slot] = vid
-        except TypeError:
-            self.exotic = True
-        if code == OTHER:
-            self.exotic = True
+            x = math.nan
+            if isinstance(v, (int, float)):
+                try:
+                    x = float(v)
+                except OverflowError:
+                    self.exotic = True
+            nums.append(x)
+            try:
+                key = (v.__class__, v)
+                vid = ids.get(key)
+                if vid is None:
+                    vid = ids[key] = len(ids)
+            except TypeError:
+                self.exotic = True
+                vid = -1
+            vids.append(vid)
+        at = np.array(slots, dtype=np.int64)
+        self.codes[at] = codes
+        self.num[at] = nums
+        obj = self.obj
+        for slot, v in zip(slots, vals):  # one at a time: a list value must stay one element
+            obj[slot] = v
+        self.vid[at] = vids
 
 
 class ColumnView:
@@ -154,29 +168,44 @@ class AuditedIndex:
         else:
             self._steps.append((step, rows))
         entries = self._entries
+        new: list[tuple[Any, dict[Column, Any]]] = []
+        seen: set[int] = set()
         for r in rows:
             old = entries.get(id(r))
-            if old is not None and old[0] is r:
+            if (old is not None and old[0] is r) or id(r) in seen:
                 continue  # indexed already
-            cols = columns_of(r)
-            entries[id(r)] = (r, cols, hash_order_of(r), self._put(cols))
+            seen.add(id(r))
+            new.append((r, columns_of(r)))
+        if new:
+            first = self._reserve(len(new))
+            by_key: dict[Column, tuple[list[int], list[Any]]] = {}
+            for i, (r, cols) in enumerate(new):
+                entries[id(r)] = (r, cols, hash_order_of(r), first + i)
+                for k, v in cols.items():
+                    slots_vals = by_key.get(k)
+                    if slots_vals is None:
+                        slots_vals = by_key[k] = ([], [])
+                    slots_vals[0].append(first + i)
+                    slots_vals[1].append(v)
+            for k, (slots, vals) in by_key.items():
+                col = self._columns.get(k)
+                if col is None:
+                    col = self._columns[k] = _Column(self._capacity)
+                col.put_many(slots, vals)
         self.version += 1
 
-    def _put(self, cols: dict[Column, Any]) -> int:
-        if self._used == self._capacity:
+    def _reserve(self, n: int) -> int:
+        """The first of ``n`` consecutive free slots at the end (compacting or growing)."""
+        if self._used + n > self._capacity:
             self._compact()
-        if self._used == self._capacity:
-            self._capacity *= 2
+        if self._used + n > self._capacity:
+            while self._used + n > self._capacity:
+                self._capacity *= 2
             for c in self._columns.values():
                 c.grow(self._capacity)
-        slot = self._used
-        self._used += 1
-        for k, v in cols.items():
-            col = self._columns.get(k)
-            if col is None:
-                col = self._columns[k] = _Column(self._capacity)
-            col.put(slot, v)
-        return slot
+        first = self._used
+        self._used += n
+        return first
 
     def _compact(self) -> None:
         """Move the live entries to the first slots (in slot order) when most slots are free."""
@@ -223,6 +252,15 @@ class AuditedIndex:
         """``hash_order_of(r)``, from the index when ``r`` is in it."""
         hit = self._entry(r)
         return hit[2] if hit is not None else hash_order_of(r)
+
+    def hash_orders(self, rows: Sequence[Any]) -> list[str]:
+        """``[self.hash_order(r) for r in rows]``."""
+        entries = self._entries
+        out = []
+        for r in rows:
+            hit = entries.get(id(r))
+            out.append(hit[2] if hit is not None and hit[0] is r else hash_order_of(r))
+        return out
 
     def columns_of_rows(self, rows: Sequence[Any]) -> list[dict[Column, Any]]:
         return [self.columns(r) for r in rows]

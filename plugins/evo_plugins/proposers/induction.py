@@ -150,8 +150,9 @@ def split_sample(audited: Iterable[Any], pay_threshold: float, side: str = "paid
 
 def _stable_halves(rows: Sequence[Any], index: Optional[AuditedIndex] = None) -> tuple[list[Any], list[Any]]:
     """Alternate assignment in a hash order: deterministic, and both halves get half of each group."""
-    key = (index or _NO_INDEX).hash_order
-    ordered = sorted(rows, key=key)
+    keys = (index or _NO_INDEX).hash_orders(rows)
+    order = sorted(range(len(rows)), key=keys.__getitem__)  # stable, as sorted(rows, key=hash order)
+    ordered = [rows[i] for i in order]
     return ordered[0::2], ordered[1::2]
 
 
