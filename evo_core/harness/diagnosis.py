@@ -10,7 +10,7 @@ from typing import Any, Mapping, Optional, Sequence
 import attrs
 
 from evo_core.api import Finding, Window
-from evo_core.harness.specs import CompiledSpec, SpecError, validate_spec
+from evo_core.harness.specs import SpecError, compiled_spec, validate_spec
 from evo_core.state import DiagnosticSetting, HarnessState
 from evo_events import FailureDiagnosed, RolloutCompleted
 
@@ -23,7 +23,7 @@ class SpecDiagnostic:
     def __init__(self, name: str, version: str, spec: Mapping[str, Any]) -> None:
         validate_spec(spec)
         self.name, self.version, self.spec = name, version, dict(spec)
-        self._compiled = CompiledSpec(self.spec)  # validated and compiled once, evaluated every pass
+        self._compiled = compiled_spec(self.spec)  # validated and compiled once, evaluated every pass
         self.kinds = (spec["kind"],)
         self.default_params: dict[str, Any] = {}
 

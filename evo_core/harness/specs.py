@@ -296,8 +296,21 @@ class CompiledSpec:
         st = spec.get("statistic", {"type": "rate"})
         self._st = st
         self._ab = (compile_predicate(st["a"]), compile_predicate(st["b"])) if st["type"] == "gap" else None
+        # the last result, by the rollouts' identity: a pass evaluates a spec on its window
+        # to diagnose, then measures the same window for the ledger (held, so the id stays its own)
+        self._last: Optional[tuple[tuple[RolloutCompleted, ...], int, SpecResult]] = None
 
     def evaluate(self, rollouts: Sequence[RolloutCompleted], *, max_evidence: int = 50) -> SpecResult:
+        last = self._last
+        if last is not None and last[0] is rollouts and last[1] == max_evidence:
+            res = last[2]
+            return SpecResult(res.value, res.n, res.fired, res.evidence, dict(res.stats))
+        res = self._evaluate(rollouts, max_evidence)
+        if isinstance(rollouts, tuple):  # immutable: its identity stands for its content
+            self._last = (rollouts, max_evidence, SpecResult(res.value, res.n, res.fired, res.evidence, dict(res.stats)))
+        return res
+
+    def _evaluate(self, rollouts: Sequence[RolloutCompleted], max_evidence: int) -> SpecResult:
         spec, in_pop = self.spec, self._in_pop
         pop = [r for r in rollouts if in_pop is None or in_pop(r)]
         flags = list(map(self._where, pop)) if self._where is not None else [None] * len(pop)

@@ -208,7 +208,7 @@ def test_candidate_conditions_equal_the_scalar_definition(feats, n_pos):
     same order, and the same columns considered, as value by value."""
     from evo_plugins.proposers.induction import candidate_conditions
 
-    rows = [rollout(i, features=f, length=i % 7, signals={"s": f.get("z")} if i % 2 else {}) for i, f in enumerate(feats)]
+    rows = [rollout(i, features=f, length=i % 7, **({"s": f.get("z")} if i % 2 else {})) for i, f in enumerate(feats)]
     pos, neg = rows[:min(n_pos, len(rows))], rows[min(n_pos, len(rows)):]
     try:
         want = _scalar_candidate_conditions(pos, neg)
@@ -230,7 +230,7 @@ def test_condition_bits_equal_the_predicates_on_any_column(feats, conds):
     distinct value give each predicate's own bitset (strings, None, lists, NaN, ±0 included)."""
     from evo_plugins.proposers.induction import Condition, _bits, condition_bits
 
-    rows = [rollout(i, features=f, length=i % 5, signals={"s": f.get("y")} if i % 3 else {}) for i, f in enumerate(feats)]
+    rows = [rollout(i, features=f, length=i % 5, **({"s": f.get("y")} if i % 3 else {})) for i, f in enumerate(feats)]
     cs = [Condition(ref, op, v) for ref, op, v in conds]
     try:
         want = [_bits(c, rows) for c in cs]
@@ -265,7 +265,7 @@ def test_induce_reads_the_engine_index_with_the_same_result():
 @given(st.lists(st.dictionaries(st.sampled_from(["x", "y", "z"]), _column_value, max_size=3), min_size=0, max_size=40),
        st.integers(0, 40), st.integers(0, 6),
        st.lists(st.tuples(st.sampled_from([("feature", "x"), ("feature", "y"), ("feature", "z"), ("field", "length"),
-                                           ("signal", "s"), ("field", "truncated"), ("field", "step")]),
+                                           ("signal", "s"), ("signal", "d"), ("field", "truncated"), ("field", "step")]),
                           st.sampled_from(["<", "<=", ">", ">=", "==", "!="]),
                           st.one_of(st.integers(-3, 5), st.floats(allow_nan=True), st.booleans(),
                                     st.sampled_from(["a", "b", "", 0.0, -0.0]))),
@@ -281,7 +281,9 @@ def test_the_index_arrays_give_the_scalar_answers(feats, n_pos, dropped, conds):
     for s in range(dropped):
         index.add(s, old[s * 5:(s + 1) * 5])
     index.drop_through(dropped)
-    rows = [rollout(i, features=f, length=i % 7, signals={"s": f.get("z")} if i % 2 else {}) for i, f in enumerate(feats)]
+    # signal "s" varies like feature z; signal "d" holds a dict now and then (no array stands for it)
+    rows = [rollout(i, features=f, length=i % 7, **({"s": f.get("z")} if i % 2 else {}), **({"d": {"k": i}} if i % 5 == 1 else {}))
+            for i, f in enumerate(feats)]
     for s in range(0, len(rows), 7):
         index.add(100 + s, rows[s:s + 7])
     view = index.view(rows)
