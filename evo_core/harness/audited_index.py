@@ -157,6 +157,9 @@ class AuditedIndex:
         self._columns: dict[Column, _Column] = {}
         self._capacity = 64
         self._used = 0
+        # rows added but not yet written to the arrays (slot, columns): written on the next
+        # read, so that the steps between two reads cost one write
+        self._pending: list[tuple[int, dict[Column, Any]]] = []
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -178,21 +181,29 @@ class AuditedIndex:
             new.append((r, columns_of(r)))
         if new:
             first = self._reserve(len(new))
-            by_key: dict[Column, tuple[list[int], list[Any]]] = {}
             for i, (r, cols) in enumerate(new):
                 entries[id(r)] = (r, cols, hash_order_of(r), first + i)
-                for k, v in cols.items():
-                    slots_vals = by_key.get(k)
-                    if slots_vals is None:
-                        slots_vals = by_key[k] = ([], [])
-                    slots_vals[0].append(first + i)
-                    slots_vals[1].append(v)
-            for k, (slots, vals) in by_key.items():
-                col = self._columns.get(k)
-                if col is None:
-                    col = self._columns[k] = _Column(self._capacity)
-                col.put_many(slots, vals)
+                self._pending.append((first + i, cols))
         self.version += 1
+
+    def _flush(self) -> None:
+        """Write the rows added since the last read to the column arrays, all in one go."""
+        if not self._pending:
+            return
+        by_key: dict[Column, tuple[list[int], list[Any]]] = {}
+        for slot, cols in self._pending:
+            for k, v in cols.items():
+                slots_vals = by_key.get(k)
+                if slots_vals is None:
+                    slots_vals = by_key[k] = ([], [])
+                slots_vals[0].append(slot)
+                slots_vals[1].append(v)
+        self._pending = []
+        for k, (slots, vals) in by_key.items():
+            col = self._columns.get(k)
+            if col is None:
+                col = self._columns[k] = _Column(self._capacity)
+            col.put_many(slots, vals)
 
     def _reserve(self, n: int) -> int:
         """The first of ``n`` consecutive free slots at the end (compacting or growing)."""
@@ -212,6 +223,7 @@ class AuditedIndex:
         live = sorted(self._entries.items(), key=lambda kv: kv[1][3])
         if len(live) * 2 > self._used:
             return
+        self._flush()
         old = np.array([e[3] for _, e in live], dtype=np.int64)
         n = len(live)
         for col in self._columns.values():
@@ -274,6 +286,7 @@ class AuditedIndex:
             if hit is None or hit[0] is not r:
                 return None
             slots.append(hit[3])
+        self._flush()
         return ColumnView(self._columns, np.array(slots, dtype=np.int64))
 
 
