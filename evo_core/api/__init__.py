@@ -60,10 +60,20 @@ __all__ = [
     "Completion", "Domain", "EpisodeAgent", "EpisodeDomain", "EpisodeOutcome", "Task", "TaskSource", "Verdict",
     "supports_episodes", "BatchedEpisodeDomain", "supports_batched_episodes", "generated_splits",
     "BaseDiagnostic", "Diagnostic", "Finding", "Window", "is_validation", "strict_metric",
-    "INTERVENTION_KINDS", "Arms", "BacktestContext", "DiagnosticsReader", "Backtester", "BacktestOutcome", "Candidate", "Gate", "GateContext",
+    "INTERVENTION_KINDS", "Arms", "AuditedIndex", "BacktestContext", "DiagnosticsReader", "Backtester", "BacktestOutcome", "Candidate", "Gate", "GateContext",
     "GateDecision", "Proposal", "ProposalContext", "ProposalRejection", "Proposer", "fingerprint",
     "EFFECTS", "BaseIntervention", "Intervention", "Param", "ParamError", "RolloutView", "apply_to_views", "effects", "replayable",
     "RolloutBatch", "RolloutItem", "Sink",
     "TOOL_CLASSES", "RuleClassifier", "TrajectoryClassifier", "Turn", "trajectory_classifier_of",
     "hookimpl", "SIGNAL_MODES", "rename_signals", "SamplingParams",
 ]
+
+
+def __getattr__(name: str):
+    """``AuditedIndex`` is the engine's (``evo_core.harness.audited_index``), loaded on first
+    use: the engine's package imports this one, so this one cannot import it while loading."""
+    if name == "AuditedIndex":
+        from evo_core.harness.audited_index import AuditedIndex
+
+        return AuditedIndex
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

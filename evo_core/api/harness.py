@@ -14,6 +14,7 @@ from evo_core.api.evidence import Window
 from evo_events import EvalCompleted, FailureDiagnosed, RolloutCompleted
 
 if TYPE_CHECKING:  # annotations only: the engine's own modules import this one
+    from evo_core.harness.audited_index import AuditedIndex
     from evo_core.harness.config import HarnessConfig
     from evo_core.harness.ports import TrainerPort
     from evo_core.state import DiagnosisRecord, HarnessState
@@ -83,6 +84,10 @@ class ProposalContext:
     # keeps them step by step; empty in a context built without them: filter ``history`` then
     audited: Sequence[RolloutCompleted] = ()
     seed: int = 0
+    # ``audited`` indexed: each audited rollout's induction columns and hash order, computed
+    # once when its step entered the history (``AuditedIndex``); None in a context built
+    # without it (readers then compute them: ``AuditedIndex().columns(r)`` does)
+    audited_index: Optional["AuditedIndex"] = None
 
     def audited_history(self) -> Sequence[RolloutCompleted]:
         """The audited training rollouts to learn from: ``audited`` when the engine filled it,

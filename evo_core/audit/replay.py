@@ -22,7 +22,9 @@ Replay reads the source run only. Results go to a separate stream ``replay-<run>
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import gc
 import itertools
 import time
 import uuid
@@ -158,7 +160,13 @@ class CounterfactualReplay:
     def drive(self, engine: HarnessEngine, started: RunStarted) -> tuple[list[ReplayedPass], list[Event], dict[str, int], float]:
         """Run ``engine`` over the log, step by step. Returns the passes, any recorded harness
         events logged before the first step, the log position of every recorded harness event,
-        and the seconds spent in the engine's passes."""
+        and the seconds spent in the engine's passes. Cyclic garbage collection is off meanwhile
+        (``no_cyclic_gc``): the replay allocates hundreds of thousands of long-lived events, and
+        the collector would rescan them again and again for cycles they do not form."""
+        with no_cyclic_gc():
+            return self._drive(engine, started)
+
+    def _drive(self, engine: HarnessEngine, started: RunStarted) -> tuple[list[ReplayedPass], list[Event], dict[str, int], float]:
         recs = self.index.records
         n = len(recs)
         tick = max(n // 200, 1)
@@ -335,6 +343,20 @@ class CounterfactualReplay:
         )
         self.store.append(stream, [ev], expected_version=0)
         return stream
+
+
+@contextlib.contextmanager
+def no_cyclic_gc():
+    """Cyclic garbage collection off for the block, and back as it was afterwards (also when
+    the block raises). Reference counting still frees everything that forms no cycle; the
+    cycles made meanwhile are collected once the collector is back on."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def replay(store: Any, run_id: str, spec: ReplaySpec, pm: Any, *, find_bad: bool = False, write: bool = True,

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Optional, Sequence
 import attrs
 
 from evo_core.api import Finding, Window
-from evo_core.harness.specs import SpecError, evaluate_spec, validate_spec
+from evo_core.harness.specs import SpecError, compiled_spec, validate_spec
 from evo_core.state import DiagnosticSetting, HarnessState
 from evo_events import FailureDiagnosed, RolloutCompleted
 
@@ -23,11 +23,12 @@ class SpecDiagnostic:
     def __init__(self, name: str, version: str, spec: Mapping[str, Any]) -> None:
         validate_spec(spec)
         self.name, self.version, self.spec = name, version, dict(spec)
+        self._compiled = compiled_spec(self.spec)  # validated and compiled once, evaluated every pass
         self.kinds = (spec["kind"],)
         self.default_params: dict[str, Any] = {}
 
     def evaluate(self, window: Window, params: Mapping[str, Any]) -> list[Finding]:
-        res = evaluate_spec(self.spec, window.rollouts)
+        res = self._compiled.evaluate(window.rollouts)
         if not res.fired:
             return []
         return [Finding(kind=self.spec["kind"], severity=self.spec.get("severity", "warning"),
@@ -35,7 +36,7 @@ class SpecDiagnostic:
                         message=self.spec.get("description", f"spec {self.name} v{self.version} fired"))]
 
     def measure(self, window: Window, params: Mapping[str, Any], kind: Optional[str] = None) -> Optional[float]:
-        return evaluate_spec(self.spec, window.rollouts).value
+        return self._compiled.evaluate(window.rollouts).value
 
 
 Ran = list[tuple[Any, DiagnosticSetting, Finding]]

@@ -213,6 +213,7 @@ class HarnessPass:
                                window=window, config=cfg, interventions=self.catalog.interventions,
                                diagnostics=self.catalog.diagnostics, skills=skills,
                                history=self.evidence.history(), audited=self.evidence.audited(),
+                               audited_index=self.evidence.audited_index(),
                                seed=cfg.backtest.seed + self.step)
 
     def evaluate(self, prop: Proposal, diagnoses: Sequence[FailureDiagnosed]) -> bool:

@@ -30,6 +30,7 @@ A value reference is ``{"field": name}``, ``{"signal": name}``, ``{"feature": na
 
 from __future__ import annotations
 
+import copy
 import math
 import operator
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -281,52 +282,105 @@ class SpecResult:
     stats: dict[str, Any]
 
 
+class CompiledSpec:
+    """A validated spec with its predicates compiled once (``compile_predicate``): evaluating
+    it over many windows walks the spec's tree once, not once per window. ``evaluate`` and
+    ``flagged_ids`` answer as ``evaluate_spec`` and ``flagged_ids`` do."""
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        validate_spec(spec)
+        self.spec = spec
+        self._in_pop = compile_predicate(spec["population"]) if "population" in spec else None
+        where = spec.get("where")
+        self._where = compile_predicate(where) if where is not None else None
+        st = spec.get("statistic", {"type": "rate"})
+        self._st = st
+        self._ab = (compile_predicate(st["a"]), compile_predicate(st["b"])) if st["type"] == "gap" else None
+        # the last result, by the rollouts' identity: a pass evaluates a spec on its window
+        # to diagnose, then measures the same window for the ledger (held, so the id stays its own)
+        self._last: Optional[tuple[tuple[RolloutCompleted, ...], int, SpecResult]] = None
+
+    def evaluate(self, rollouts: Sequence[RolloutCompleted], *, max_evidence: int = 50) -> SpecResult:
+        last = self._last
+        if last is not None and last[0] is rollouts and last[1] == max_evidence:
+            res = last[2]
+            return SpecResult(res.value, res.n, res.fired, res.evidence, dict(res.stats))
+        res = self._evaluate(rollouts, max_evidence)
+        if isinstance(rollouts, tuple):  # immutable: its identity stands for its content
+            self._last = (rollouts, max_evidence, SpecResult(res.value, res.n, res.fired, res.evidence, dict(res.stats)))
+        return res
+
+    def _evaluate(self, rollouts: Sequence[RolloutCompleted], max_evidence: int) -> SpecResult:
+        spec, in_pop = self.spec, self._in_pop
+        pop = [r for r in rollouts if in_pop is None or in_pop(r)]
+        flags = list(map(self._where, pop)) if self._where is not None else [None] * len(pop)
+        flagged = [r.event_id for r, f in zip(pop, flags) if f]
+        st = self._st
+        t = st["type"]
+        value: Optional[float] = None
+        n = len(pop)
+        extra: dict[str, Any] = {}
+        if t == "rate":
+            value = (len(flagged) / n) if n else None
+        elif t == "trend":
+            per_step: dict[int, list[bool]] = {}
+            for r, f in zip(pop, flags):
+                per_step.setdefault(r.step, []).append(bool(f))
+            xs = sorted(per_step)
+            ys = [sum(per_step[x]) / len(per_step[x]) for x in xs]
+            value = slope([float(x) for x in xs], ys)
+            extra["steps"] = len(xs)
+        elif t == "mean":
+            vals = [v for r, f in zip(pop, flags) if (f is None or f) for v in [_value(st["of"], r, f)] if v is not None]
+            n = len(vals)
+            value = sum(vals) / n if n else None
+        elif t == "gap":
+            assert self._ab is not None
+            in_a, in_b = self._ab
+            a = [v for r, f in zip(pop, flags) if in_a(r) for v in [_value(st["of"], r, f)] if v is not None]
+            b = [v for r, f in zip(pop, flags) if in_b(r) for v in [_value(st["of"], r, f)] if v is not None]
+            n = min(len(a), len(b))
+            value = (sum(a) / len(a) - sum(b) / len(b)) if a and b else None
+            extra.update(n_a=len(a), n_b=len(b))
+        elif t == "diff":
+            d = []
+            for r, f in zip(pop, flags):
+                x, y = _value(st["x"], r, f), _value(st["y"], r, f)
+                if x is not None and y is not None:
+                    d.append(x - y)
+            n = len(d)
+            value = sum(d) / n if n else None
+        th = spec["threshold"]
+        fired = value is not None and n >= spec.get("min_n", 1) and _compare(value, th["op"], th["value"])
+        stats = {"value": value, "n": n, "statistic": t, "threshold": th["value"], "op": th["op"], **extra}
+        return SpecResult(value, n, fired, tuple(flagged[:max_evidence]), stats)
+
+    def flagged_ids(self, rollouts: Sequence[RolloutCompleted]) -> set[str]:
+        if self._where is None:
+            return set()
+        in_pop, flag = self._in_pop, self._where
+        return {r.event_id for r in rollouts if (in_pop is None or in_pop(r)) and flag(r)}
+
+
+_COMPILED: dict[str, CompiledSpec] = {}
+
+
+def compiled_spec(spec: Mapping[str, Any]) -> CompiledSpec:
+    """``CompiledSpec(spec)``, kept by the spec's ``repr`` (specs are plain data, whose repr
+    tells apart everything a predicate does: 1, 1.0 and True, a list and a tuple; a run
+    evaluates the same few over and over). A spec that does not validate raises each time."""
+    key = repr(spec)
+    hit = _COMPILED.get(key)
+    if hit is None:
+        if len(_COMPILED) > 512:
+            _COMPILED.clear()
+        hit = _COMPILED[key] = CompiledSpec(copy.deepcopy(spec))  # the caller's dict may change later
+    return hit
+
+
 def evaluate_spec(spec: Mapping[str, Any], rollouts: Sequence[RolloutCompleted], *, max_evidence: int = 50) -> SpecResult:
     """Evaluate a (validated) spec over a window of rollouts."""
-    validate_spec(spec)
-    in_pop = compile_predicate(spec["population"]) if "population" in spec else None
-    pop = [r for r in rollouts if in_pop is None or in_pop(r)]
-    where = spec.get("where")
-    flags = list(map(compile_predicate(where), pop)) if where is not None else [None] * len(pop)
-    flagged = [r.event_id for r, f in zip(pop, flags) if f]
-    st = spec.get("statistic", {"type": "rate"})
-    t = st["type"]
-    value: Optional[float] = None
-    n = len(pop)
-    extra: dict[str, Any] = {}
-    if t == "rate":
-        value = (len(flagged) / n) if n else None
-    elif t == "trend":
-        per_step: dict[int, list[bool]] = {}
-        for r, f in zip(pop, flags):
-            per_step.setdefault(r.step, []).append(bool(f))
-        xs = sorted(per_step)
-        ys = [sum(per_step[x]) / len(per_step[x]) for x in xs]
-        value = slope([float(x) for x in xs], ys)
-        extra["steps"] = len(xs)
-    elif t == "mean":
-        vals = [v for r, f in zip(pop, flags) if (f is None or f) for v in [_value(st["of"], r, f)] if v is not None]
-        n = len(vals)
-        value = sum(vals) / n if n else None
-    elif t == "gap":
-        in_a, in_b = compile_predicate(st["a"]), compile_predicate(st["b"])
-        a = [v for r, f in zip(pop, flags) if in_a(r) for v in [_value(st["of"], r, f)] if v is not None]
-        b = [v for r, f in zip(pop, flags) if in_b(r) for v in [_value(st["of"], r, f)] if v is not None]
-        n = min(len(a), len(b))
-        value = (sum(a) / len(a) - sum(b) / len(b)) if a and b else None
-        extra.update(n_a=len(a), n_b=len(b))
-    elif t == "diff":
-        d = []
-        for r, f in zip(pop, flags):
-            x, y = _value(st["x"], r, f), _value(st["y"], r, f)
-            if x is not None and y is not None:
-                d.append(x - y)
-        n = len(d)
-        value = sum(d) / n if n else None
-    th = spec["threshold"]
-    fired = value is not None and n >= spec.get("min_n", 1) and _compare(value, th["op"], th["value"])
-    stats = {"value": value, "n": n, "statistic": t, "threshold": th["value"], "op": th["op"], **extra}
-    return SpecResult(value, n, fired, tuple(flagged[:max_evidence]), stats)
+    return compiled_spec(spec).evaluate(rollouts, max_evidence=max_evidence)
 
 
 def flagged_ids(spec: Mapping[str, Any], rollouts: Sequence[RolloutCompleted]) -> set[str]:
@@ -334,6 +388,9 @@ def flagged_ids(spec: Mapping[str, Any], rollouts: Sequence[RolloutCompleted]) -
     where = spec.get("where")
     if where is None:
         return set()
-    in_pop = compile_predicate(spec["population"]) if "population" in spec else None
-    flag = compile_predicate(where)
-    return {r.event_id for r in rollouts if (in_pop is None or in_pop(r)) and flag(r)}
+    try:
+        return compiled_spec(spec).flagged_ids(rollouts)
+    except SpecError:  # only its predicates are needed here: the rest need not validate
+        in_pop = compile_predicate(spec["population"]) if "population" in spec else None
+        flag = compile_predicate(where)
+        return {r.event_id for r in rollouts if (in_pop is None or in_pop(r)) and flag(r)}

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
+from itertools import chain
 from typing import Iterable, Mapping, Optional, Sequence
 
 from evo_core.api import Window, is_validation
+from evo_core.harness.audited_index import AuditedIndex
 from evo_core.harness.validity import audited
 from evo_events import EvalCompleted, Event, FailureDiagnosed, RolloutCompleted, StepCompleted
 
@@ -25,11 +27,14 @@ class EvidenceWindow:
         # each history step's audited rollouts, filtered once when the step arrives
         self._audited: deque[tuple[int, list[RolloutCompleted]]] = deque()
         self._audited_flat: Optional[tuple[RolloutCompleted, ...]] = None
+        # the same audited rollouts with what induction reads of each, computed once (``audited_index``)
+        self._audited_index = AuditedIndex()
         self._rollouts: deque[tuple[int, list[RolloutCompleted]]] = deque()
         self._steps: deque[StepCompleted] = deque(maxlen=max(window_steps * 4, 50))
         self.evals: list[EvalCompleted] = []  # all validation evals: trends over evals need history
         self._diagnoses: deque[FailureDiagnosed] = deque(maxlen=500)
         self._history_flat: Optional[tuple[RolloutCompleted, ...]] = None  # history(), until the next add_step
+        self._window_rows: Optional[tuple[RolloutCompleted, ...]] = None  # window()'s rollouts, until the next add_step
         # history's train rollouts with a reward, kept in step with it: their steps and rewards
         self._reward_steps: list[int] = []
         self._rewards: list[float] = []
@@ -38,15 +43,18 @@ class EvidenceWindow:
 
     def add_step(self, step: int, rollouts: Sequence[RolloutCompleted], step_event: Optional[StepCompleted],
                  evals: Sequence[EvalCompleted] = ()) -> None:
-        self._history_flat = self._audited_flat = None
+        self._history_flat = self._audited_flat = self._window_rows = None
+        new_audited = audited(rollouts)
         for buf, keep, rows in ((self._rollouts, self.window_steps, rollouts), (self._history, self.history_steps, rollouts),
-                                (self._audited, self.history_steps, audited(rollouts))):
+                                (self._audited, self.history_steps, new_audited)):
             if buf and buf[-1][0] == step:
                 buf[-1][1].extend(rows)
             else:
                 buf.append((step, list(rows)))
             while buf and buf[0][0] <= step - keep:
                 buf.popleft()
+        self._audited_index.add(step, new_audited)
+        self._audited_index.drop_through(step - self.history_steps)
         steps, rewards = self._reward_steps, self._rewards
         if self._ascending and step < self._last_step:
             self._ascending = False  # from now on mean_reward scans the history
@@ -92,21 +100,26 @@ class EvidenceWindow:
         if last_steps is not None and rows:
             cutoff = rows[-1][0] - last_steps
             rows = [r for r in rows if r[0] > cutoff]
-        return [r for _, batch in rows for r in batch]
+        return list(chain.from_iterable(batch for _, batch in rows))
 
     def history(self) -> tuple[RolloutCompleted, ...]:
         """Up to ``history_steps`` of logged rollouts (what offline replay and induction read);
         flattened once per step, however many readers a pass has."""
         if self._history_flat is None:
-            self._history_flat = tuple(r for _, batch in self._history for r in batch)
+            self._history_flat = tuple(chain.from_iterable(batch for _, batch in self._history))
         return self._history_flat
 
     def audited(self) -> tuple[RolloutCompleted, ...]:
         """The history's audited training rollouts (``evo_core.api.stats.audited``), in history
         order: what induction learns from, kept step by step instead of rescanning the history."""
         if self._audited_flat is None:
-            self._audited_flat = tuple(r for _, batch in self._audited for r in batch)
+            self._audited_flat = tuple(chain.from_iterable(batch for _, batch in self._audited))
         return self._audited_flat
+
+    def audited_index(self) -> AuditedIndex:
+        """The audited rollouts of ``audited()`` with their induction columns and hash order,
+        kept step by step (``evo_core.harness.audited_index``)."""
+        return self._audited_index
 
     def eval_by_id(self, event_id: Optional[str]) -> Optional[EvalCompleted]:
         return next((e for e in reversed(self.evals) if e.event_id == event_id), None) if event_id else None
@@ -120,7 +133,9 @@ class EvidenceWindow:
         return sum(tail) / len(tail) if tail else None
 
     def window(self, step: int) -> Window:
-        return Window(run_id=self.run_id, step=step, rollouts=tuple(self.rollouts()), steps=tuple(self._steps),
+        if self._window_rows is None:  # the window's rollouts, one tuple per step for all its readers
+            self._window_rows = tuple(chain.from_iterable(batch for _, batch in self._rollouts))
+        return Window(run_id=self.run_id, step=step, rollouts=self._window_rows, steps=tuple(self._steps),
                       evals=tuple(self.evals), diagnoses=tuple(self._diagnoses))
 
 

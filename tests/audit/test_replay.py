@@ -230,3 +230,29 @@ def test_cli_replay(sqlite_url, tmp_path):
     r = evo("replay", run_id, "--with", "drop:reward_oracle_gap", "--find-bad", "--store", sqlite_url)
     assert r.returncode == 0, r.stderr
     assert f"replay of run {run_id}" in r.stdout and "recorded in stream replay-" in r.stdout
+
+
+def test_no_cyclic_gc_restores_the_collector_even_on_error():
+    """Replay drives the engine with cyclic GC off, and leaves the collector as it found it."""
+    import gc
+
+    import pytest
+
+    from evo_core.audit.replay import no_cyclic_gc
+
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        with no_cyclic_gc():
+            assert not gc.isenabled()
+        assert gc.isenabled()
+        with pytest.raises(RuntimeError):
+            with no_cyclic_gc():
+                raise RuntimeError("boom")
+        assert gc.isenabled()
+        gc.disable()  # a caller that had it off keeps it off
+        with no_cyclic_gc():
+            pass
+        assert not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -161,3 +161,156 @@ def test_condition_bits_equal_one_predicate_at_a_time(feats, conds):
     rows = [rollout(i, features=f, length=i % 5) for i, f in enumerate(feats)]
     cs = [Condition(ref, op, v) for ref, op, v in conds]
     assert condition_bits(cs, rows) == [_bits(c, rows) for c in cs]
+
+
+# --- the vectorised paths against the scalar definitions -------------------------------------------
+
+def _scalar_candidate_conditions(pos, neg):
+    """``candidate_conditions`` as it was written one value at a time (the reference)."""
+    from evo_plugins.proposers.induction import MAX_CATEGORIES, Condition, _kind, _thresholds, _values
+
+    rows = [_values(r) for r in list(pos) + list(neg)]
+    pos_rows = rows[:len(pos)]
+    out, considered = [], []
+    for key in sorted({k for row in rows for k in row}):
+        vals = [row.get(key) for row in rows]
+        kind = _kind(vals)
+        if kind is None or len({(v.__class__, v) for v in vals}) < 2:
+            continue
+        considered.append(f"{key[0]}.{key[1]}")
+        if kind == "bool":
+            out += [Condition(key, "==", True), Condition(key, "==", False)]
+        elif kind == "number":
+            for t in _thresholds([float(v) for v in vals if v is not None]):
+                out += [Condition(key, ">", t), Condition(key, "<=", t)]
+        else:
+            counts = {}
+            for row in pos_rows:
+                v = row.get(key)
+                if isinstance(v, str):
+                    counts[v] = counts.get(v, 0) + 1
+            for v, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_CATEGORIES]:
+                out += [Condition(key, "==", v), Condition(key, "!=", v)]
+    return out, considered
+
+
+_column_value = st.one_of(st.none(), st.booleans(), st.integers(-40, 40), st.integers(),
+                          st.floats(allow_nan=True, allow_infinity=True), st.floats(-5, 5, width=16),
+                          st.sampled_from([0.0, -0.0, 1.0, 1, True, "a", "b", "c", "", "d" * 3]),
+                          st.lists(st.integers(0, 2), max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["x", "y", "z"]), _column_value, max_size=3), min_size=0, max_size=40),
+       st.integers(0, 40))
+def test_candidate_conditions_equal_the_scalar_definition(feats, n_pos):
+    """Columns classified, counted and thresholded as arrays give the same conditions, in the
+    same order, and the same columns considered, as value by value."""
+    from evo_plugins.proposers.induction import candidate_conditions
+
+    rows = [rollout(i, features=f, length=i % 7, **({"s": f.get("z")} if i % 2 else {})) for i, f in enumerate(feats)]
+    pos, neg = rows[:min(n_pos, len(rows))], rows[min(n_pos, len(rows)):]
+    try:
+        want = _scalar_candidate_conditions(pos, neg)
+    except OverflowError:  # an int beyond a float: both refuse it
+        return
+    assert candidate_conditions(pos, neg) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["x", "y"]), _column_value, max_size=2), min_size=0, max_size=30),
+       st.lists(st.tuples(st.sampled_from([("feature", "x"), ("feature", "y"), ("field", "length"), ("signal", "s"),
+                                           ("field", "truncated")]),
+                          st.sampled_from(["<", "<=", ">", ">=", "==", "!="]),
+                          st.one_of(st.integers(-3, 5), st.floats(allow_nan=True), st.booleans(),
+                                    st.sampled_from(["a", "b", "", 0.0, -0.0]))),
+                max_size=16))
+def test_condition_bits_equal_the_predicates_on_any_column(feats, conds):
+    """Ordering conditions as one array comparison and equality conditions decided once per
+    distinct value give each predicate's own bitset (strings, None, lists, NaN, ±0 included)."""
+    from evo_plugins.proposers.induction import Condition, _bits, condition_bits
+
+    rows = [rollout(i, features=f, length=i % 5, **({"s": f.get("y")} if i % 3 else {})) for i, f in enumerate(feats)]
+    cs = [Condition(ref, op, v) for ref, op, v in conds]
+    try:
+        want = [_bits(c, rows) for c in cs]
+    except OverflowError:
+        return
+    assert condition_bits(cs, rows) == want
+
+
+def test_induce_reads_the_engine_index_with_the_same_result():
+    """``induce`` with the evidence window's audited index finds what it finds without one."""
+    from evo_core.harness.window import EvidenceWindow
+
+    rnd = random.Random(3)
+    win = EvidenceWindow("r", window_steps=5)
+    for step in range(1, 13):
+        rows = []
+        for i in range(24):
+            hack = rnd.random() < 0.2
+            rows.append(rollout(step * 100 + i, step=step, reward=1.0 if hack or rnd.random() < 0.6 else 0.0,
+                                strict=(not hack) and rnd.random() < 0.8,
+                                features={"symbols": 3 if hack else rnd.randint(0, 1), "chars": rnd.random()}))
+        win.add_step(step, rows, None)
+    audited = win.audited()
+    index = win.audited_index()
+    assert len(index) == len(audited) > 0
+    with_index, rep1 = induce(audited, index=index)
+    without, rep2 = induce(audited)
+    assert with_index == without and rep1 == rep2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["x", "y", "z"]), _column_value, max_size=3), min_size=0, max_size=40),
+       st.integers(0, 40), st.integers(0, 6),
+       st.lists(st.tuples(st.sampled_from([("feature", "x"), ("feature", "y"), ("feature", "z"), ("field", "length"),
+                                           ("signal", "s"), ("signal", "d"), ("field", "truncated"), ("field", "step")]),
+                          st.sampled_from(["<", "<=", ">", ">=", "==", "!="]),
+                          st.one_of(st.integers(-3, 5), st.floats(allow_nan=True), st.booleans(),
+                                    st.sampled_from(["a", "b", "", 0.0, -0.0]))),
+                max_size=16))
+def test_the_index_arrays_give_the_scalar_answers(feats, n_pos, dropped, conds):
+    """Through the audited index's column arrays (after steps were dropped and slots
+    compacted), candidate conditions and bitsets are the scalar definitions' own."""
+    from evo_core.api.columns import AuditedIndex
+    from evo_plugins.proposers.induction import Condition, _bits, candidate_conditions, condition_bits
+
+    index = AuditedIndex()
+    old = [rollout(1000 + i, features={"x": i, "w": "old"}) for i in range(30)]
+    for s in range(dropped):
+        index.add(s, old[s * 5:(s + 1) * 5])
+    index.drop_through(dropped)
+    # signal "s" varies like feature z; signal "d" holds a dict now and then (no array stands for it)
+    rows = [rollout(i, features=f, length=i % 7, **({"s": f.get("z")} if i % 2 else {}), **({"d": {"k": i}} if i % 5 == 1 else {}))
+            for i, f in enumerate(feats)]
+    for s in range(0, len(rows), 7):
+        index.add(100 + s, rows[s:s + 7])
+    view = index.view(rows)
+    assert view is not None
+    pos, neg = rows[:min(n_pos, len(rows))], rows[min(n_pos, len(rows)):]
+    cs = [Condition(ref, op, v) for ref, op, v in conds]
+    try:
+        want = _scalar_candidate_conditions(pos, neg)
+        want_bits = [_bits(c, pos) for c in cs], [_bits(c, neg) for c in cs]
+    except OverflowError:
+        return
+    assert candidate_conditions(pos, neg, view=view) == want
+    got_bits = (condition_bits(cs, pos, view=view.take(0, len(pos))), condition_bits(cs, neg, view=view.take(len(pos), view.n)))
+    assert got_bits == want_bits
+
+
+def test_index_drops_steps_and_compacts():
+    from evo_core.api.columns import AuditedIndex
+
+    index = AuditedIndex()
+    rows = [rollout(i, step=i // 10, features={"x": float(i)}) for i in range(300)]
+    for s in range(30):
+        index.add(s, rows[s * 10:(s + 1) * 10])
+        index.drop_through(s - 5)
+    assert len(index) == 50
+    live = rows[-50:]
+    view = index.view(live)
+    assert view is not None and view.values(("feature", "x")) == [float(i) for i in range(250, 300)]
+    assert index.view(rows[:1]) is None  # dropped: not in the index any more
+    assert index.columns(rows[0]) == {("feature", "x"): 0.0, ("field", "truncated"): False, ("field", "length"): rows[0].length}

@@ -92,3 +92,25 @@ def test_random_specs_never_raise(pred, rows):
     rollouts = [mk(i, answers=a, hedged=h) for i, (a, h) in enumerate(rows)]
     res = evaluate_spec(spec, rollouts)
     assert res.value is None or 0.0 <= res.value <= 1.0
+
+
+def test_compiled_spec_answers_as_evaluate_spec_and_keeps_no_stale_result():
+    """A compiled spec (kept by repr) gives evaluate_spec's answer; its one-entry result cache
+    is keyed by the rollouts' identity and hands out its own stats each time."""
+    from evo_core.harness.specs import CompiledSpec, compiled_spec, evaluate_spec
+    from evo_core.testing import rollout
+
+    spec = {"kind": "k", "where": {"signal": "s", "op": "==", "value": True}, "statistic": {"type": "rate"},
+            "threshold": {"op": ">", "value": 0.2}}
+    rows = tuple(rollout(i, s=i % 3 == 0) for i in range(30))
+    c = CompiledSpec(spec)
+    first = c.evaluate(rows)
+    assert first == evaluate_spec(spec, rows) and first.fired
+    first.stats["value"] = -1.0  # a caller's change does not reach the cache
+    again = c.evaluate(rows)
+    assert again.stats["value"] == first.value and again.stats is not first.stats
+    other = tuple(rollout(i, s=False) for i in range(30))
+    assert c.evaluate(other).value == 0.0  # another tuple: evaluated afresh
+    assert compiled_spec(dict(spec)) is compiled_spec(spec)
+    changed = {**spec, "threshold": {"op": ">", "value": 0.9}}
+    assert compiled_spec(changed) is not compiled_spec(spec) and not evaluate_spec(changed, rows).fired

@@ -111,7 +111,8 @@ class OfflineReplay:
             "false_positive_rate": _ratio(len(changed & genuine), len(genuine)),
             "precision": _ratio(len(changed & invalid), len(audited_changed)),
         }
-        aud = [r for r in rows if r.event_id in invalid | genuine]
+        labelled = invalid | genuine
+        aud = [r for r in rows if r.event_id in labelled]
         figures["gap_before"] = _mean([float(r.reward > 0) - float(bool(r.strict_correct)) for r in aud])
         figures["gap_after"] = _mean([float((new[r.event_id] or 0) > 0) - float(bool(r.strict_correct))
                                       for r in aud if r.event_id not in masked])

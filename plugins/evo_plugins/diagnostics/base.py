@@ -59,9 +59,23 @@ class BaseDiagnostic(ApiBaseDiagnostic):
 # --- small helpers over rollouts ----------------------------------------------------------
 
 
+# the last window filtered: (its rollouts, the graded training ones among them), replaced
+# whole (one assignment: a reader never sees one window's rows with another's answer)
+_last_train: tuple[Any, tuple[RolloutCompleted, ...]] = (None, ())
+
+
 def train_rollouts(window: Window) -> list[RolloutCompleted]:
-    """Graded training rollouts (infrastructure failures carry no evidence)."""
-    return [r for r in window.rollouts if r.split == "train" and r.infra_error is None]
+    """Graded training rollouts (infrastructure failures carry no evidence). A pass runs every
+    diagnostic on one window: the window is filtered once (a one-entry cache on its rollouts,
+    an immutable tuple, held by identity) and each caller gets its own list."""
+    global _last_train
+    rows = window.rollouts
+    last = _last_train
+    if last[0] is not rows:
+        if not isinstance(rows, tuple):  # a mutable sequence may change under an identity key
+            return [r for r in rows if r.split == "train" and r.infra_error is None]
+        last = _last_train = (rows, tuple(r for r in rows if r.split == "train" and r.infra_error is None))
+    return list(last[1])
 
 
 def signal(r: RolloutCompleted, *names: str, default: Any = None) -> Any:

@@ -3,6 +3,7 @@ and the reward's disagreement with the strict oracle in both directions (over- a
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter, defaultdict
 from typing import Any, Mapping, Optional
@@ -113,6 +114,7 @@ class EntropyCollapse(BaseDiagnostic):
 _WORD = re.compile(r"\S+")
 
 
+@functools.lru_cache(maxsize=16384)  # pure; a rollout stays in the window for several passes
 def max_ngram_repeats(text: str, n: int) -> int:
     toks = _WORD.findall(text)
     if len(toks) < n:

@@ -100,7 +100,8 @@ class ContrastProposer:
         settings = Settings(pay_threshold=float(p["pay_threshold"]), min_positive=int(p["min_positive"]),
                             min_negative=int(p["min_negative"]), response_first=bool(p["response_first"]), side=side)
         repairs = self._repair_order(ctx, p) if side == "paid" else [str(r) for r in p["underpay_repairs"]]
-        induced, report = induce(audited, settings, exclude=self._explained(ctx, side, p))
+        induced, report = induce(audited, settings, exclude=self._explained(ctx, side, p),
+                                  index=getattr(ctx, "audited_index", None))
         if induced is None:
             return out  # too little evidence yet: the next pass looks again
         hold = induced.holdout
@@ -179,7 +180,7 @@ class ContrastProposer:
                 continue
             settings = Settings(pay_threshold=float(p["pay_threshold"]), min_positive=2, min_negative=2, min_gain=1.0,
                                 side=side)
-            induced, _ = induce(flagged, settings)
+            induced, _ = induce(flagged, settings, index=getattr(ctx, "audited_index", None))
             if induced is None:
                 continue
             cond = induced.conditions[0]

@@ -22,7 +22,6 @@ positives within about 10 steps.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import math
@@ -30,9 +29,11 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import attrs
 
+import numpy as np
+
+from evo_core.api.columns import ABSENT, BOOL, FLOAT, INT, NONE, STR, AuditedIndex, ColumnView
 from evo_core.api.features import GROUP_RELATIVE
 from evo_core.api.specs import compile_predicate
-from evo_events import RolloutCompleted
 
 MAX_CATEGORIES = 5
 MAX_THRESHOLDS = 12
@@ -147,51 +148,23 @@ def split_sample(audited: Iterable[Any], pay_threshold: float, side: str = "paid
     return Sample(pos, neg, other)
 
 
-def _stable_halves(rows: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+def _stable_halves(rows: Sequence[Any], index: Optional[AuditedIndex] = None) -> tuple[list[Any], list[Any]]:
     """Alternate assignment in a hash order: deterministic, and both halves get half of each group."""
-    ordered = sorted(rows, key=_hash_order)
+    keys = (index or _NO_INDEX).hash_orders(rows)
+    order = sorted(range(len(rows)), key=keys.__getitem__)  # stable, as sorted(rows, key=hash order)
+    ordered = [rows[i] for i in order]
     return ordered[0::2], ordered[1::2]
 
 
-_HASH_ORDER: dict[str, str] = {}
+# a context without the engine's index: everything is computed on the spot (an empty index
+# computes what it does not hold)
+_NO_INDEX = AuditedIndex()
 
 
-def _hash_order(r: Any) -> str:
-    key = _HASH_ORDER.get(r.event_id)
-    if key is None:
-        if len(_HASH_ORDER) > 100_000:
-            _HASH_ORDER.clear()
-        key = _HASH_ORDER[r.event_id] = hashlib.sha1(r.event_id.encode()).hexdigest()
-    return key
-
-
-_VALUES_MEMO: dict[int, tuple[Any, dict[tuple[str, str], Any]]] = {}
-
-
-def _values(r: Any) -> dict[tuple[str, str], Any]:
-    """The row's columns for induction; memoised per logged rollout (each pass re-reads the
-    history it read last pass). Callers only read the dict."""
-    if r.__class__ is not RolloutCompleted:  # views and stand-ins are built afresh: not worth keeping
-        return _columns(r)
-    hit = _VALUES_MEMO.get(id(r))
-    if hit is not None and hit[0] is r:
-        return hit[1]
-    out = _columns(r)
-    if len(_VALUES_MEMO) > 40_000:  # a few histories' worth; the oldest are dropped with the rest
-        _VALUES_MEMO.clear()
-    _VALUES_MEMO[id(r)] = (r, out)  # holding r keeps its id from being reused
-    return out
-
-
-def _columns(r: Any) -> dict[tuple[str, str], Any]:
-    out: dict[tuple[str, str], Any] = {}
-    for k, v in (getattr(r, "features", None) or {}).items():
-        out[("feature", k)] = v
-    for k, v in (r.signals or {}).items():
-        out[("signal", k)] = v
-    out[("field", "truncated")] = r.truncated
-    out[("field", "length")] = r.length
-    return out
+def _values(r: Any, index: Optional[AuditedIndex] = None) -> dict[tuple[str, str], Any]:
+    """The row's columns for induction (``columns_of``), from the engine's audited index when
+    it holds the row. Callers only read the dict."""
+    return (index or _NO_INDEX).columns(r)
 
 
 def _kind(values: list[Any]) -> Optional[str]:
@@ -218,10 +191,92 @@ def _thresholds(values: Sequence[float]) -> list[float]:
     return [round(m, 6) for m in mids]
 
 
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def _kind_of_column(vals: list[Any]) -> tuple[Optional[str], bool]:
+    """``_kind(vals)`` and whether ``vals`` takes at least two distinct values (by class and
+    value), over whole columns at once: the classes present decide the kind, and numbers are
+    checked for finiteness and counted as one array. Columns of other classes take the
+    scalar path."""
+    classes = set(map(type, vals))
+    if not classes <= set(_SCALARS):
+        kind = _kind(vals)
+        return kind, kind is not None and len({(v.__class__, v) for v in vals}) >= 2
+    has_none = type(None) in classes
+    classes.discard(type(None))
+    if not classes:
+        return None, False
+    if classes == {bool}:
+        kind = "bool"
+    elif classes == {str}:
+        kind = "category"
+    elif classes <= {int, float}:
+        try:
+            arr = np.fromiter((v for v in vals if v is not None), dtype=np.float64)
+        except OverflowError:  # an int beyond a float: the scalar check says what it is
+            kind = _kind(vals)
+            return kind, kind is not None and len({(v.__class__, v) for v in vals}) >= 2
+        if not np.isfinite(arr).all():
+            return None, False
+        if len(classes) > 1 or has_none:
+            return "number", True  # int and float, or a value and None: two classes at least
+        return "number", np.unique(arr).size >= 2
+    else:
+        return None, False
+    if len(classes) > 1 or has_none:
+        return kind, True
+    return kind, len(set(vals)) >= 2
+
+
+def _thresholds_array(nums: np.ndarray) -> list[float]:
+    """``_thresholds`` of an array of finite floats: the same midpoints, rounded the same way."""
+    uniq = np.unique(nums)
+    if uniq.size < 2:
+        return []
+    mids = ((uniq[:-1] + uniq[1:]) / 2).tolist()
+    if len(mids) > MAX_THRESHOLDS:
+        step = len(mids) / MAX_THRESHOLDS
+        mids = [mids[int(i * step)] for i in range(MAX_THRESHOLDS)]
+    return [round(m, 6) for m in mids]
+
+
+def _kind_of_view(view: ColumnView, key: tuple[str, str]) -> tuple[Optional[str], bool, Optional[np.ndarray]]:
+    """``_kind_of_column`` of an indexed column, from its class codes and float values alone;
+    with the column's numbers (pos then neg) when its kind is "number"."""
+    codes = view.codes(key)
+    present = np.bincount(codes, minlength=7)
+    has_none = bool(present[NONE] or present[ABSENT])  # an absent column reads as None
+    classes = {c for c in (BOOL, INT, FLOAT, STR) if present[c]}
+    if not classes:
+        return None, False, None
+    if classes == {BOOL}:
+        kind = "bool"
+    elif classes == {STR}:
+        kind = "category"
+    elif classes <= {INT, FLOAT}:
+        nums = view.num(key)[(codes == INT) | (codes == FLOAT)]
+        if not np.isfinite(nums).all():
+            return None, False, None
+        if len(classes) > 1 or has_none:
+            return "number", True, nums
+        return "number", np.unique(nums).size >= 2, nums
+    else:
+        return None, False, None
+    if len(classes) > 1 or has_none:
+        return kind, True, None
+    return kind, np.unique(view.vid(key)).size >= 2, None
+
+
 def candidate_conditions(pos: Sequence[Any], neg: Sequence[Any], *,
-                         values: Optional[Sequence[Mapping[tuple[str, str], Any]]] = None
-                         ) -> tuple[list[Condition], list[str]]:
-    """``values``: the rows' ``_values`` (pos then neg), when the caller has them already."""
+                         values: Optional[Sequence[Mapping[tuple[str, str], Any]]] = None,
+                         view: Optional[ColumnView] = None) -> tuple[list[Condition], list[str]]:
+    """The conditions worth trying on the columns that vary across ``pos`` and ``neg``, and
+    the columns considered. ``values``: the rows' ``_values`` (pos then neg), when the caller
+    has them already; ``view``: the same rows' columns as the audited index's arrays, which
+    spares reading the rows at all. Each column is classified and thresholded as one array."""
+    if view is not None:
+        return _candidate_conditions_of_view(view, len(pos))
     rows = list(values) if values is not None else [_values(r) for r in list(pos) + list(neg)]
     pos_rows = rows[:len(pos)]
     keys = sorted({k for row in rows for k in row})
@@ -229,20 +284,51 @@ def candidate_conditions(pos: Sequence[Any], neg: Sequence[Any], *,
     considered: list[str] = []
     for key in keys:
         vals = [row.get(key) for row in rows]
-        kind = _kind(vals)
-        if kind is None or len({(v.__class__, v) for v in vals}) < 2:
+        kind, varies = _kind_of_column(vals)
+        if kind is None or not varies:
             continue  # constant, missing or unusable: it separates nothing
         considered.append(f"{key[0]}.{key[1]}")
         if kind == "bool":
             out += [Condition(key, "==", True), Condition(key, "==", False)]
         elif kind == "number":
-            nums = [float(v) for v in vals if v is not None]
-            for t in _thresholds(nums):
+            nums = np.fromiter((v for v in vals if v is not None), dtype=np.float64)
+            for t in _thresholds_array(nums):
                 out += [Condition(key, ">", t), Condition(key, "<=", t)]
         else:
             counts: dict[str, int] = {}
             for row in pos_rows:
                 v = row.get(key)
+                if isinstance(v, str):
+                    counts[v] = counts.get(v, 0) + 1
+            for v, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_CATEGORIES]:
+                out += [Condition(key, "==", v), Condition(key, "!=", v)]
+    return out, considered
+
+
+def _candidate_conditions_of_view(view: ColumnView, npos: int) -> tuple[list[Condition], list[str]]:
+    out: list[Condition] = []
+    considered: list[str] = []
+    for key in view.keys:
+        nums = None
+        if view.exotic(key):  # a value the arrays cannot stand for: the column as a list
+            vals = view.values(key)
+            kind, varies = _kind_of_column(vals)
+            if kind == "number":
+                nums = np.fromiter((v for v in vals if v is not None), dtype=np.float64)
+        else:
+            kind, varies, nums = _kind_of_view(view, key)
+        if kind is None or not varies:
+            continue  # constant, missing or unusable: it separates nothing
+        considered.append(f"{key[0]}.{key[1]}")
+        if kind == "bool":
+            out += [Condition(key, "==", True), Condition(key, "==", False)]
+        elif kind == "number":
+            assert nums is not None
+            for t in _thresholds_array(nums):
+                out += [Condition(key, ">", t), Condition(key, "<=", t)]
+        else:
+            counts: dict[str, int] = {}
+            for v in view.obj(key)[:npos].tolist():
                 if isinstance(v, str):
                     counts[v] = counts.get(v, 0) + 1
             for v, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_CATEGORIES]:
@@ -267,51 +353,126 @@ def _bits(cond: Condition, rows: Sequence[Any]) -> int:
 
 
 _ORDERING = ("<", "<=", ">", ">=")
+_INDEXED_FIELDS = ("truncated", "length")  # the fields ``_values`` holds
+_MISS = object()
+
+
+def _indexed(ref: tuple[str, str]) -> bool:
+    return ref[0] != "field" or ref[1] in _INDEXED_FIELDS
+
+
+def _pack(mask: np.ndarray) -> list[int]:
+    """Each row of a 2-D boolean mask as an int bitset (bit i: column i)."""
+    packed = np.packbits(mask, axis=1, bitorder="little")
+    return [int.from_bytes(row.tobytes(), "little") for row in packed]
 
 
 def condition_bits(conds: Sequence[Condition], rows: Sequence[Any], *,
-                   values: Optional[Sequence[Mapping[tuple[str, str], Any]]] = None) -> list[int]:
-    """``[_bits(c, rows) for c in conds]``, the same bitsets, computed per feature rather than
-    per condition: a feature's ordering thresholds all come from one sort of its values
-    (induction tries up to 2 × MAX_THRESHOLDS of them per feature). ``values``: the rows'
-    ``_values``, when the caller has them already."""
+                   values: Optional[Sequence[Mapping[tuple[str, str], Any]]] = None,
+                   view: Optional[ColumnView] = None) -> list[int]:
+    """``[_bits(c, rows) for c in conds]``, the same bitsets, computed per column rather than
+    per condition. A column's ordering conditions (induction tries up to 2 × MAX_THRESHOLDS
+    of them per feature) are compared against its values as one array; its equality
+    conditions are decided once per distinct value (rows of one class and value answer a
+    predicate on that column alike) on a representative row. ``values``: the rows'
+    ``_values``, when the caller has them already; ``view``: their columns as the audited
+    index's arrays (then the rows themselves are read only as representatives)."""
     out: list[Optional[int]] = [None] * len(conds)
-    by_ref: dict[tuple[str, str], list[int]] = {}
+    ordered: dict[tuple[str, str], list[int]] = {}
+    equal: dict[tuple[str, str], list[int]] = {}
     for k, c in enumerate(conds):
-        if c.op in _ORDERING and isinstance(c.value, (int, float)) and not math.isnan(c.value) \
-                and (c.ref[0] != "field" or c.ref[1] in ("truncated", "length")):  # what _values holds
-            by_ref.setdefault(c.ref, []).append(k)
+        if not _indexed(c.ref):
+            out[k] = _bits(c, rows)
+        elif c.op in _ORDERING and isinstance(c.value, (int, float)) and not math.isnan(c.value):
+            ordered.setdefault(c.ref, []).append(k)
+        elif c.op in ("==", "!="):
+            equal.setdefault(c.ref, []).append(k)
         else:
             out[k] = _bits(c, rows)
-    if by_ref:
+    if view is not None:
+        for ref in list(ordered) + list(equal):
+            if ref not in view.keys or view.exotic(ref):  # absent everywhere, or not as arrays
+                for k in ordered.pop(ref, []) + equal.pop(ref, []):
+                    out[k] = _bits(conds[k], rows)
+        _view_bits(conds, rows, view, ordered, equal, out)
+    elif ordered or equal:
         columns = values if values is not None else [_values(r) for r in rows]
-        for ref, ks in by_ref.items():
-            pts = []  # (value, row) for the rows the compiled predicate can order: numbers, bools as 0/1
-            for i, row in enumerate(columns):
-                v = row.get(ref)
-                if isinstance(v, (int, float)) and not math.isnan(v):
-                    pts.append((float(v), i))
-            pts.sort()
-            xs = [v for v, _ in pts]
-            prefix = [0]  # prefix[j]: the rows of the j smallest values
-            for _, i in pts:
-                prefix.append(prefix[-1] | (1 << i))
-            whole = prefix[-1]
+        n = len(columns)
+        for ref, ks in ordered.items():
+            # the rows the compiled predicate can order: numbers, bools as 0/1; the rest NaN
+            # (NaN orders against nothing, as the predicate's comparison)
+            xs = np.fromiter((v if isinstance(v, (int, float)) else math.nan
+                              for v in (row.get(ref) for row in columns)), dtype=np.float64, count=n)
+            ts = np.array([float(conds[k].value) for k in ks], dtype=np.float64)[:, None]
+            ops = [conds[k].op for k in ks]
+            mask = np.empty((len(ks), n), dtype=bool)
+            for op in set(ops):
+                sel = [i for i, o in enumerate(ops) if o == op]
+                cmp = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}[op]
+                mask[sel] = cmp(xs[None, :], ts[sel])
+            for k, b in zip(ks, _pack(mask)):
+                out[k] = b
+        for ref, ks in equal.items():
+            groups: dict[tuple[type, Any], list[int]] = {}  # (class, value) -> [representative row, bitset]
+            try:
+                for i, row in enumerate(columns):
+                    v = row.get(ref, _MISS)
+                    g = groups.get((v.__class__, v))
+                    if g is None:
+                        groups[(v.__class__, v)] = [i, 1 << i]
+                    else:
+                        g[1] |= 1 << i
+            except TypeError:  # an unhashable value: one predicate at a time
+                for k in ks:
+                    out[k] = _bits(conds[k], rows)
+                continue
             for k in ks:
-                op, t = conds[k].op, float(conds[k].value)
-                if op in ("<=", ">"):
-                    below = prefix[bisect.bisect_right(xs, t)]  # values <= t
-                    out[k] = below if op == "<=" else whole ^ below
-                else:
-                    below = prefix[bisect.bisect_left(xs, t)]  # values < t
-                    out[k] = below if op == "<" else whole ^ below
+                pred = compile_predicate(conds[k].to_dsl())
+                b = 0
+                for rep, bits in groups.values():
+                    if pred(rows[rep]):
+                        b |= bits
+                out[k] = b
     return [b for b in out if b is not None]
 
 
+_CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
+
+
+def _ordered_bits(xs: np.ndarray, conds: Sequence[Condition], ks: list[int], out: list[Optional[int]]) -> None:
+    ts = np.array([float(conds[k].value) for k in ks], dtype=np.float64)[:, None]
+    ops = [conds[k].op for k in ks]
+    mask = np.empty((len(ks), len(xs)), dtype=bool)
+    for op in set(ops):
+        sel = [i for i, o in enumerate(ops) if o == op]
+        mask[sel] = _CMP[op](xs[None, :], ts[sel])
+    for k, b in zip(ks, _pack(mask)):
+        out[k] = b
+
+
+def _view_bits(conds: Sequence[Condition], rows: Sequence[Any], view: ColumnView, ordered: dict[tuple[str, str], list[int]],
+               equal: dict[tuple[str, str], list[int]], out: list[Optional[int]]) -> None:
+    for ref, ks in ordered.items():
+        _ordered_bits(view.num(ref), conds, ks, out)  # NaN where the predicate cannot order
+    for ref, ks in equal.items():
+        uniq, first, inverse = np.unique(view.vid(ref), return_index=True, return_inverse=True)
+        members = _pack(inverse[None, :] == np.arange(len(uniq))[:, None])
+        for k in ks:
+            pred = compile_predicate(conds[k].to_dsl())
+            b = 0
+            for rep, bits in zip(first.tolist(), members):
+                if pred(rows[rep]):
+                    b |= bits
+            out[k] = b
+
+
 def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
-           exclude: Optional[Mapping[str, Any]] = None) -> tuple[Optional[Induced], dict[str, Any]]:
+           exclude: Optional[Mapping[str, Any]] = None,
+           index: Optional[AuditedIndex] = None) -> tuple[Optional[Induced], dict[str, Any]]:
     """The best separating predicate, or None with the reason in the report. ``exclude`` is
-    a predicate: rollouts it matches are already explained (an active repair covers them)."""
+    a predicate: rollouts it matches are already explained (an active repair covers them).
+    ``index``: the engine's audited index (``ProposalContext.audited_index``), which holds
+    each audited rollout's columns and hash order; without it they are computed here."""
     sample = split_sample(audited, settings.pay_threshold, settings.side)
     explained = compile_predicate(exclude) if exclude else None
     pos = [r for r in sample.positives if not (explained and explained(r))]
@@ -324,16 +485,26 @@ def induce(audited: Iterable[Any], settings: Settings = Settings(), *,
         report["reason"] = (f"too little audited evidence: {len(pos)} {words[0]} and {len(neg)} {words[1]} "
                             f"(need {settings.min_positive} and {settings.min_negative})")
         return None, report
-    fit_pos, test_pos = _stable_halves(pos)
-    fit_neg, test_neg = _stable_halves(neg)
-    vals_pos, vals_neg = [_values(r) for r in fit_pos], [_values(r) for r in fit_neg]
-    cands, considered = candidate_conditions(fit_pos, fit_neg, values=vals_pos + vals_neg)
+    fit_pos, test_pos = _stable_halves(pos, index)
+    fit_neg, test_neg = _stable_halves(neg, index)
+    view = index.view(fit_pos + fit_neg) if index is not None else None
+    if view is not None:  # the fitting rows' columns as the index's arrays
+        vals_pos = vals_neg = None
+        cands, considered = candidate_conditions(fit_pos, fit_neg, view=view)
+    else:
+        vals_pos, vals_neg = [_values(r, index) for r in fit_pos], [_values(r, index) for r in fit_neg]
+        cands, considered = candidate_conditions(fit_pos, fit_neg, values=vals_pos + vals_neg)
     report["considered"] = considered
     if not cands:
         report["reason"] = "no feature or signal varies across the audited sample"
         return None, report
     # each condition as bitsets over the fitting half: a pair is an AND, scored by popcount
-    bits = list(zip(condition_bits(cands, fit_pos, values=vals_pos), condition_bits(cands, fit_neg, values=vals_neg)))
+    if view is not None:
+        npos = len(fit_pos)
+        bits = list(zip(condition_bits(cands, fit_pos, view=view.take(0, npos)),
+                        condition_bits(cands, fit_neg, view=view.take(npos, view.n))))
+    else:
+        bits = list(zip(condition_bits(cands, fit_pos, values=vals_pos), condition_bits(cands, fit_neg, values=vals_neg)))
     npos, nneg = len(fit_pos), len(fit_neg)
 
     b2 = settings.beta * settings.beta
