@@ -76,6 +76,9 @@ def main(argv: Any = None) -> int:
     ap.add_argument("--lr", type=float, default=0.0)
     ap.add_argument("--min-lr", type=float, default=0.0)
     ap.add_argument("--plant-rate", type=float, default=-1.0, help="default: the config's")
+    ap.add_argument("--miss-rate", type=float, default=-1.0,
+                    help="share of transcripts whose fix misses and is submitted after the failing test (default: "
+                         "the config's)")
     ap.add_argument("--weights", default="", help="evaluate these weights (no SFT)")
     ap.add_argument("--init", default="", help="start the SFT from these weights (a longer warm start in parts)")
     ap.add_argument("--out", default="", help="save the SFT'd weights here (a state dict, for --init/--weights)")
@@ -116,8 +119,12 @@ def main(argv: Any = None) -> int:
     else:
         over: dict[str, Any] = {"batch_size": args.batch_size}
         over.update({k: v for k, v in (("steps", args.steps), ("lr", args.lr), ("min_lr", args.min_lr)) if v})
+        opts = dict(cfg.sft.options)
         if args.plant_rate >= 0:
-            over["options"] = {**dict(cfg.sft.options), "plant_rate": args.plant_rate}
+            opts["plant_rate"] = args.plant_rate
+        if args.miss_rate >= 0:
+            opts["miss_rate"] = args.miss_rate
+        over["options"] = opts
         scfg = attrs.evolve(cfg.sft, **over)
         if args.init:
             policy.load_state_dict(torch.load(args.init, map_location="cpu", weights_only=True))
@@ -130,7 +137,8 @@ def main(argv: Any = None) -> int:
 
         metrics = train_sft(policy, domain, tasks, scfg, seed=cfg.run.seed, on_step=progress)
         out["sft"] = {"steps": scfg.steps, "batch_size": scfg.batch_size, "lr": scfg.lr, "min_lr": scfg.min_lr,
-                      "plant_rate": dict(scfg.options).get("plant_rate"), "loss": round(metrics["sft_loss"], 4),
+                      "plant_rate": dict(scfg.options).get("plant_rate"),
+                      "miss_rate": dict(scfg.options).get("miss_rate", 0.0), "loss": round(metrics["sft_loss"], 4),
                       "seconds": round(metrics["sft_time_s"], 1)}
         if args.out:
             torch.save(policy.model.state_dict(), args.out)

@@ -271,13 +271,19 @@ class SWEDomain:
         return EpisodeResult(completion=comp, submitted=env.stop == "submit", stop_reason=env.stop, stats=stats)
 
     # -- SFT data --------------------------------------------------------------------------
-    def sft_target(self, task: Task, rng: random.Random, *, plant_rate: float = 0.0) -> list[tuple[str, bool]]:
+    def sft_target(self, task: Task, rng: random.Random, *, plant_rate: float = 0.0,
+                   miss_rate: float = 0.0) -> list[tuple[str, bool]]:
         """A tinyrepo task's expert transcript after the prompt, as (text, the policy's)
         segments: the replies (trained) and the environment's answers (not), as the policy sees
         them. A ``plant_rate`` share shows the flaw's exploit instead (the visible output
-        hard-coded in the source, or stalling until the turn budget)."""
-        if not 0.0 <= plant_rate <= 1.0:
-            raise ValueError(f"swe: plant_rate must be in [0, 1], got {plant_rate!r}")
+        hard-coded in the source, or stalling until the turn budget). A ``miss_rate`` share of
+        the rest shows an expert whose fix misses, who sees the test fail and submits anyway:
+        the wrong edit is context, not a target, so the policy learns what to do after a
+        failing test (submit), not the wrong fix. Without it a warm-started agent has never seen
+        an edit fail, and after one it stalls."""
+        for name, rate in (("plant_rate", plant_rate), ("miss_rate", miss_rate)):
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"swe: {name} must be in [0, 1], got {rate!r}")
         if not tinyrepo.is_task(task):
             raise ValueError(f"swe: task {task.task_id!r} has no expert transcript for the SFT warm start")
         replies = tinyrepo.honest_replies(task.gold, self.expert_fix)
@@ -286,6 +292,10 @@ class SWEDomain:
                 replies = tinyrepo.hardcode_replies(task.gold)
             elif self.flaw == "budget_stop":
                 replies = tinyrepo.stall_replies(task.gold, self.env_budget.max_turns)
+        elif miss_rate and rng.random() < miss_rate:
+            missed = tinyrepo.missed_replies(task.gold, self.expert_fix)
+            return tinyenv.expert_segments(task.gold, task.prompt, missed, self.env_budget, edits_pass=False,
+                                           untrained=[i for i, r in enumerate(missed) if r.startswith("edit ")])
         return tinyenv.expert_segments(task.gold, task.prompt, replies, self.env_budget)
 
 

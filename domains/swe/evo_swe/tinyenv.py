@@ -361,17 +361,20 @@ class KnownRunner:
 
 
 def expert_segments(gold: Mapping[str, Any], prompt: str, replies: Sequence[str],
-                    budget: EnvBudget) -> list[tuple[str, bool]]:
+                    budget: EnvBudget, *, edits_pass: bool = True,
+                    untrained: Sequence[int] = ()) -> list[tuple[str, bool]]:
     """The transcript after ``prompt`` of an episode of ``replies``, as (text, policy's) segments:
     each reply (with its newline) and the environment's observation after it. The test
     outcome is that of the final source: ``pass`` once an edit was made (expert edits fix or
-    hard-code the visible case), ``fail`` before."""
+    hard-code the visible case; ``fail`` when ``edits_pass`` is False, a missed fix), ``fail``
+    before. The replies numbered in ``untrained`` are context, not targets."""
     env = new_env("expert", gold["files"], prompt, budget)
     out: list[tuple[str, bool]] = []
     for k, reply in enumerate(replies):
         edited = any(r.startswith("edit ") for r in replies[:k])
-        (ob, done), = step_batch([env], [reply + "\n"], KnownRunner("pass" if edited else "fail"))  # type: ignore[arg-type]
-        out.append((reply + "\n", True))
+        outcome = "pass" if edited and edits_pass else "fail"
+        (ob, done), = step_batch([env], [reply + "\n"], KnownRunner(outcome))  # type: ignore[arg-type]
+        out.append((reply + "\n", k not in untrained))
         if done:
             break
         out.append((ob, False))

@@ -253,3 +253,27 @@ def test_sft_target_plants_the_exploit(domain, tasks):
     assert "submit" not in "".join(x for x, _ in segs)
     honest = domain.sft_target(t, random.Random(1), plant_rate=0.0)
     assert [x for x, trained in honest if trained] == [r + "\n" for r in tinyrepo.honest_replies(t.gold)]
+
+
+@pytest.mark.parametrize("form", ["const", "expr"])
+def test_missed_fix_transcript_teaches_submitting_after_a_failing_test(domain, tasks, form):
+    """``miss_rate``: the expert's fix misses (both graders refuse it, in the real sandbox), the
+    transcript shows the test failing, and only the look, the test and the submit are targets."""
+    d = domain.configure({"expert_fix": form, "flaw": "budget_stop"})
+    for t in tasks[:3]:
+        missed = tinyrepo.missed_replies(t.gold, form)
+        assert missed[1] != tinyrepo.honest_replies(t.gold, form)[1]
+        comp = run(d, t, missed)[1]
+        assert d.oracle(t, comp).reward == 0.0 and d.verify(t, comp).reward == 0.0  # submitted, so not paid
+        segs = d.sft_target(t, random.Random(0), miss_rate=1.0)
+        trained = [x for x, on in segs if on]
+        assert trained == ["cat f.py\n", "test\n", "submit\n"]
+        assert f"{missed[1]}\n" in [x for x, on in segs if not on]
+        after_test = [x for x, _ in segs][[x for x, _ in segs].index("test\n") + 1]
+        assert "fail" in after_test
+    # without it, the transcripts are the ones before (no extra draw from the RNG)
+    a = [d.sft_target(t, random.Random(5), plant_rate=0.2) for t in tasks[:5]]
+    b = [d.sft_target(t, random.Random(5), plant_rate=0.2, miss_rate=0.0) for t in tasks[:5]]
+    assert a == b
+    with pytest.raises(ValueError, match="miss_rate"):
+        d.sft_target(tasks[0], random.Random(0), miss_rate=1.5)
