@@ -288,21 +288,29 @@ def candidate_conditions(pos: Sequence[Any], neg: Sequence[Any], *,
         if kind is None or not varies:
             continue  # constant, missing or unusable: it separates nothing
         considered.append(f"{key[0]}.{key[1]}")
-        if kind == "bool":
-            out += [Condition(key, "==", True), Condition(key, "==", False)]
-        elif kind == "number":
-            nums = np.fromiter((v for v in vals if v is not None), dtype=np.float64)
-            for t in _thresholds_array(nums):
-                out += [Condition(key, ">", t), Condition(key, "<=", t)]
-        else:
-            counts: dict[str, int] = {}
-            for row in pos_rows:
-                v = row.get(key)
-                if isinstance(v, str):
-                    counts[v] = counts.get(v, 0) + 1
-            for v, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_CATEGORIES]:
-                out += [Condition(key, "==", v), Condition(key, "!=", v)]
+        nums = np.fromiter((v for v in vals if v is not None), dtype=np.float64) if kind == "number" else None
+        out += _conditions_of_column(key, kind, nums, (row.get(key) for row in pos_rows))
     return out, considered
+
+
+def _conditions_of_column(key: Any, kind: str, nums: Any, pos_values: Any) -> list[Condition]:
+    """A varying column's candidate conditions: both truth values, both sides of each
+    threshold, or (in)equality to the positives' most frequent categories."""
+    if kind == "bool":
+        return [Condition(key, "==", True), Condition(key, "==", False)]
+    out: list[Condition] = []
+    if kind == "number":
+        assert nums is not None
+        for t in _thresholds_array(nums):
+            out += [Condition(key, ">", t), Condition(key, "<=", t)]
+        return out
+    counts: dict[str, int] = {}
+    for v in pos_values:
+        if isinstance(v, str):
+            counts[v] = counts.get(v, 0) + 1
+    for v, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_CATEGORIES]:
+        out += [Condition(key, "==", v), Condition(key, "!=", v)]
+    return out
 
 
 def _candidate_conditions_of_view(view: ColumnView, npos: int) -> tuple[list[Condition], list[str]]:
@@ -320,19 +328,8 @@ def _candidate_conditions_of_view(view: ColumnView, npos: int) -> tuple[list[Con
         if kind is None or not varies:
             continue  # constant, missing or unusable: it separates nothing
         considered.append(f"{key[0]}.{key[1]}")
-        if kind == "bool":
-            out += [Condition(key, "==", True), Condition(key, "==", False)]
-        elif kind == "number":
-            assert nums is not None
-            for t in _thresholds_array(nums):
-                out += [Condition(key, ">", t), Condition(key, "<=", t)]
-        else:
-            counts: dict[str, int] = {}
-            for v in view.obj(key)[:npos].tolist():
-                if isinstance(v, str):
-                    counts[v] = counts.get(v, 0) + 1
-            for v, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_CATEGORIES]:
-                out += [Condition(key, "==", v), Condition(key, "!=", v)]
+        pos_values = view.obj(key)[:npos].tolist() if kind not in ("bool", "number") else ()
+        out += _conditions_of_column(key, kind, nums, pos_values)
     return out, considered
 
 
