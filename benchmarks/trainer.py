@@ -6,7 +6,7 @@ Runs the quickstart-sized configuration twice in one process, same seed:
    checkpoints, and the fixed harness's diagnostics on every step's rollouts.
 
 ``harness_overhead`` = (generic features + event building + trajectory blob + weights digest +
-append + event observers + harness passes, less the time its online backtests spent training
+append (the wait for the commit worker) + event observers + harness passes, less the time its online backtests spent training
 and evaluating forked branches, which is training compute) / step compute time,
 measured by per-component timers inside the logged run (less noisy on a shared CPU than a
 difference of two wall times, which is reported too as ``wall_overhead``: on a shared CPU it
@@ -98,6 +98,9 @@ def main(argv=None) -> int:
         "harness_overhead": round(book / max(tm["compute"], 1e-9), 4),
         "harness_overhead_vs_bare_run": round(book / max(bare_total, 1e-9), 4),
         "breakdown_per_step_ms": {k: round(1000 * tm[k] / n, 2) for k in parts},
+        # the commit worker's own time (waiting for the checkpoint and blob writes, appending),
+        # spent while the next step computes: off the critical path, so not in the breakdown
+        "commit_behind_per_step_ms": round(1000 * tm.get("commit_behind", 0.0) / n, 2),
         "resume_checkpoint_per_step_ms": round(1000 * tm["checkpoint"] / n, 2),
         "resume_checkpoint_overhead": round(tm["checkpoint"] / max(tm["compute"], 1e-9), 4),
         # the logged run also evaluates once at its last step; that is not bookkeeping

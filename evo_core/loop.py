@@ -79,13 +79,16 @@ class RunOutcome:
 
 @attrs.define
 class _PendingCommit:
-    """A step folded into the harness state whose append waits for its resume checkpoint."""
+    """A step folded into the harness state whose append runs on the commit worker, after its
+    resume checkpoint and trajectory blob are on disk."""
 
     step: int
     batch: list[Event]
     version: int  # the stream's version before the batch
     resume: dict[str, str]  # the StepCompleted's own resume_checkpoint dict
     checkpoint: Any  # the future of Checkpoints.save
+    blob_writes: list[Any]  # the futures of the blob writes its events name
+    commit: Any = None  # the future of _commit_behind: the seconds the worker spent
 
 
 def _now() -> str:
@@ -122,7 +125,10 @@ class RunLoop:
         # the step's commit waits for it (_persist_pending). Two workers: the weights' digest
         # (awaited before the harness pass) does not queue behind a checkpoint
         self._ck_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evo-checkpoint")
-        self._pending: Optional[_PendingCommit] = None  # the last step's batch: folded, not yet committed
+        # the append itself runs on one more worker, while the next step computes: one commit in
+        # flight at a time, joined before anything else is folded or appended (_persist_pending)
+        self._commit_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evo-commit")
+        self._pending: Optional[_PendingCommit] = None  # the last step's batch: folded, its commit in flight
         self.harness: Optional[HarnessEngine] = None
         self.lease: Optional[RunLease] = None  # this process's lease on the run (one writer per run)
 
@@ -148,38 +154,50 @@ class RunLoop:
         self.timings["observe"] += time.perf_counter() - t1
 
     def _fold_step(self, step: int, batch: list[Event], resume: dict[str, str], checkpoint: Any) -> None:
-        """Fold a finished step's batch now (the next step samples under its decisions); its
-        commit waits for the next step's compute, so that its checkpoint is written meanwhile."""
-        assert self._pending is None, "a step folded before the previous one was committed"
+        """Fold a finished step's batch now (the next step samples under its decisions) and hand
+        its commit to the commit worker, which appends it while the next step computes."""
+        self._persist_pending()
+        writes = self.blobs.take() if self.blobs is not None else []
         with _uninterrupted():
-            self._pending = _PendingCommit(step, batch, self.version, resume, checkpoint)
+            p = _PendingCommit(step, batch, self.version, resume, checkpoint, writes)
             for ev in batch:
                 self.version += 1
                 apply(self.state, ev, self.version)
+            p.commit = self._commit_pool.submit(self._commit_behind, p)
+            self._pending = p
 
-    def _persist_pending(self) -> None:
-        """Commit the folded step: its checkpoint and trajectory blob on disk first (resume and
-        the events' blob references need them), then one append at the version it was folded at."""
-        p = self._pending
-        if p is None:
-            return
+    def _commit_behind(self, p: _PendingCommit) -> tuple[float, float]:
+        """On the commit worker: the step's checkpoint and trajectory blob on disk first (resume
+        and the events' blob references need them), then one append at the version it was folded
+        at. A signal never lands here (only the main thread takes them); a crash leaves the step
+        uncommitted, and resume recomputes it. (seconds waiting for the writes, seconds appending)"""
         faults.point("before_commit")
         t0 = time.perf_counter()
         p.resume.update(dict(p.checkpoint.result()))  # a failed write raises here: nothing is committed
+        for write in p.blob_writes:
+            write.result()
         t1 = time.perf_counter()
-        self.timings["checkpoint"] += t1 - t0
-        self._join_writes()  # the step's trajectory blob is on disk before its events are committed
-        t2 = time.perf_counter()
-        self.timings["blobs"] += t2 - t1
         if self.lease is not None:
             self.lease.renew()
+        self.store.append(self.stream, p.batch, expected_version=p.version)
+        return t1 - t0, time.perf_counter() - t1
+
+    def _persist_pending(self) -> None:
+        """Wait for the folded step's commit (re-raising its failure: then nothing of it is
+        committed, and the step stays pending), then tell the observers."""
+        p = self._pending
+        if p is None:
+            return
+        t0 = time.perf_counter()
+        waited, appended = p.commit.result()
         with _uninterrupted():
             self._pending = None
-            self.store.append(self.stream, p.batch, expected_version=p.version)
-        t3 = time.perf_counter()
-        self.timings["append"] += t3 - t2
+        t1 = time.perf_counter()
+        # on the critical path: only the wait; the worker's own time is reported beside it
+        self.timings["append"] += t1 - t0
+        self.timings["commit_behind"] = self.timings.get("commit_behind", 0.0) + waited + appended
         self._observe(p.batch)
-        self.timings["observe"] += time.perf_counter() - t3
+        self.timings["observe"] += time.perf_counter() - t1
         faults.point("after_commit")
         self.ckpt.gc(p.step)
 
@@ -531,6 +549,9 @@ class RunLoop:
             if self._pending is not None:  # a failed commit's checkpoint is not recorded anywhere
                 with contextlib.suppress(Exception):
                     self._pending.checkpoint.result()
+                with contextlib.suppress(Exception):
+                    self._pending.commit.result()
+            self._commit_pool.shutdown(wait=True)
             self._pool.shutdown(wait=True)
             self._ck_pool.shutdown(wait=True)
         self.timings["backtest_branches"] = self.port.branch_s
@@ -572,7 +593,6 @@ class RunLoop:
         res = self.session.rl_step(self.state)
         self.timings["compute"] += time.perf_counter() - t0
         faults.point("after_compute")
-        self._persist_pending()  # the previous step: its checkpoint was written during this compute
         t1 = time.perf_counter()
         traj = self._put_json_async(trajectory_payload(self.run_id, res)) if self.cfg.run.trajectories else None
         self.timings["blobs"] += time.perf_counter() - t1

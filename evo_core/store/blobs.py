@@ -179,9 +179,13 @@ class WriteBehindBlobs:
                 return True
         return self.inner.exists(digest)
 
-    def join(self) -> None:
+    def take(self) -> list[Any]:
+        """The writes started since the last ``take`` or ``join`` (for another thread to await)."""
         futures, self._futures = self._futures, []
-        for fut in futures:
+        return futures
+
+    def join(self) -> None:
+        for fut in self.take():
             fut.result()
 
     def __getattr__(self, name: str) -> Any:  # check, check_writable, root, …: the store's own
